@@ -1,1 +1,21 @@
-//! placeholder
+//! The Streamable HTTP transport of coding-tools-mcp, on hyper 1.x.
+//!
+//! `POST /mcp` carries one JSON-RPC message per request and answers with one
+//! JSON object (or an empty `202` for notifications). Everything the transport
+//! must refuse before dispatch is refused here with its own status: `403` for a
+//! foreign `Origin`, `405` for other methods on `/mcp` (with `Allow: POST`),
+//! `415` for a non-JSON content type, `411` without `Content-Length`, `413`
+//! over the body limit, `400` for a malformed wait-budget header. No session
+//! is ever created: `Mcp-Session-Id` is neither sent nor required.
+//!
+//! The server card is served at `/.well-known/mcp.json` and
+//! `/.well-known/mcp/server-card.json`.
+//!
+//! A closed connection fires the request's cancellation signal (the
+//! in-flight future is dropped, and a guard turns the drop into a cancel).
+
+mod origin;
+mod service;
+
+pub use origin::is_loopback_origin;
+pub use service::{BUDGET_HEADER, HttpConfig, serve};

@@ -1,1 +1,132 @@
-//! placeholder
+//! The stdio transport of coding-tools-mcp: newline-delimited JSON-RPC.
+//!
+//! Every request is served on its own task, so a long `tools/call` never
+//! blocks a `ping` or another call. Responses are written whole, one JSON
+//! object per line, by a single writer; nothing else ever reaches the output.
+//! Notifications are answered with silence; `notifications/cancelled` fires
+//! the cancellation signal of the request it names, and a cancelled request
+//! gets no response. End of input ends the server once the requests already
+//! read have been answered.
+//!
+//! ```no_run
+//! # async fn demo<D: ctm_protocol_eras::Dispatcher>(d: std::sync::Arc<D>) -> std::io::Result<()> {
+//! ctm_transport_stdio::serve(d, tokio::io::stdin(), tokio::io::stdout(), 30).await
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ctm_protocol_eras::{
+    Cancellation, ContextSeed, Dispatcher, Prepared, WaitBudget, prepare, run_call,
+};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+type InFlight = Arc<Mutex<HashMap<String, Cancellation>>>;
+
+/// Serves JSON-RPC lines from `input`, writing responses to `output`, until
+/// `input` ends. `wait_budget_secs` is the deployment wait budget: stdio has
+/// no per-request header.
+pub async fn serve<D, R, W>(
+    dispatcher: Arc<D>,
+    input: R,
+    output: W,
+    wait_budget_secs: u64,
+) -> std::io::Result<()>
+where
+    D: Dispatcher,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(write_lines(output, rx));
+    let in_flight: InFlight = Arc::default();
+    let mut tasks = JoinSet::new();
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).await? == 0 {
+            break;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match prepare(&line, None) {
+            Prepared::Reply(reply) => {
+                if let Some(body) = reply.body {
+                    let _ = tx.send(body);
+                }
+            }
+            Prepared::Notification(req, era) => {
+                if req.method == "notifications/cancelled" {
+                    if let Some(id) = req.params.as_ref().and_then(|p| p.get("requestId")) {
+                        let key = id.to_string();
+                        if let Some(c) = lock(&in_flight).get(&key) {
+                            c.cancel();
+                        }
+                    }
+                }
+                dispatcher.notify(&req, era);
+            }
+            Prepared::Call(call) => {
+                let key = call
+                    .req
+                    .id
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                let cancel = Cancellation::new();
+                lock(&in_flight).insert(key.clone(), cancel.clone());
+                let seed = ContextSeed {
+                    wait_budget: WaitBudget::deployment(wait_budget_secs),
+                    cancel: cancel.clone(),
+                    transport: "stdio",
+                };
+                let ctx = seed.for_call(&call);
+                let (d, tx, in_flight) = (dispatcher.clone(), tx.clone(), in_flight.clone());
+                tasks.spawn(async move {
+                    let reply = run_call(d.as_ref(), call, ctx).await;
+                    lock(&in_flight).remove(&key);
+                    // A cancelled request is not answered (the client stopped waiting).
+                    if !cancel.is_cancelled() {
+                        if let Some(body) = reply.body {
+                            let _ = tx.send(body);
+                        }
+                    }
+                });
+            }
+        }
+        // Reap finished tasks so the set does not grow without bound.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    drop(tx);
+    writer.await.map_err(std::io::Error::other)?
+}
+
+fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<String, Cancellation>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut rx: mpsc::UnboundedReceiver<Value>,
+) -> std::io::Result<()> {
+    while let Some(msg) = rx.recv().await {
+        let mut bytes = match serde_json::to_vec(&msg) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!("cannot serialize a response: {e}");
+                continue;
+            }
+        };
+        bytes.push(b'\n');
+        output.write_all(&bytes).await?;
+        output.flush().await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,407 @@
+//! The hyper service: routing, transport refusals, and the protocol pipeline.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ctm_protocol_eras::{
+    Cancellation, ContextSeed, Dispatcher, ErrorCode, MirrorHeaders, Prepared, Reply, RpcError,
+    WaitBudget, error_response, prepare, run_call,
+};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::origin::is_loopback_origin;
+
+/// The per-request wait-budget header (client contract notes §3).
+pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
+
+const CARD_PATHS: [&str; 2] = ["/.well-known/mcp.json", "/.well-known/mcp/server-card.json"];
+const ALLOW_HEADERS: &str = "content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name, x-coding-tools-budget-secs, last-event-id, mcp-session-id";
+
+/// What the HTTP transport needs from the composition root.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Origins allowed besides loopback ones (exact `scheme://host[:port]`).
+    pub extra_allowed_origins: Vec<String>,
+    /// The deployment wait budget in seconds (`--max-wait-secs`).
+    pub deployment_wait_secs: u64,
+    /// The server card served at the well-known paths.
+    pub server_card: Value,
+    /// How long a client may take to send its request headers.
+    pub header_read_timeout: Duration,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+struct State<D> {
+    dispatcher: Arc<D>,
+    config: HttpConfig,
+}
+
+/// Serves connections from `listener` until `shutdown` resolves, then lets
+/// in-flight requests finish (up to `shutdown_grace`).
+pub async fn serve<D: Dispatcher>(
+    dispatcher: Arc<D>,
+    config: HttpConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let grace = config.shutdown_grace;
+    let state = Arc::new(State { dispatcher, config });
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE and friends must not end the server.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let st = state.clone();
+                let svc = hyper::service::service_fn(move |req| {
+                    let st = st.clone();
+                    async move { Ok::<_, Infallible>(handle(st, req, peer).await) }
+                });
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(state.config.header_read_timeout)
+                    .serve_connection(TokioIo::new(stream), svc);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!("connection from {peer} ended: {e}");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(grace) => tracing::warn!("shutdown grace elapsed with requests in flight"),
+    }
+    Ok(())
+}
+
+type Resp = Response<Full<Bytes>>;
+
+async fn handle<D: Dispatcher>(
+    state: Arc<State<D>>,
+    req: Request<Incoming>,
+    _peer: SocketAddr,
+) -> Resp {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if let Some(o) = &origin {
+        if !origin_allowed(&state.config, o) {
+            let err = refusal("Origin is not allowed", "origin_not_allowed");
+            return respond(StatusCode::FORBIDDEN, Some(&err));
+        }
+    }
+    let allow_origin = origin.as_deref();
+    let path = req.uri().path().to_owned();
+    let mut resp = if req.method() == Method::OPTIONS {
+        preflight()
+    } else if path == "/mcp" {
+        if req.method() == Method::POST {
+            post_mcp(&state, req).await
+        } else {
+            method_not_allowed("POST")
+        }
+    } else if CARD_PATHS.contains(&path.as_str()) {
+        match *req.method() {
+            Method::GET => respond(StatusCode::OK, Some(&state.config.server_card)),
+            Method::HEAD => {
+                let mut r = respond(StatusCode::OK, Some(&state.config.server_card));
+                *r.body_mut() = Full::new(Bytes::new());
+                r
+            }
+            _ => method_not_allowed("GET, HEAD"),
+        }
+    } else {
+        let err = json!({"error": "not_found", "message": format!("No route for {path}; the MCP endpoint is POST /mcp")});
+        respond(StatusCode::NOT_FOUND, Some(&err))
+    };
+    if let Some(o) = allow_origin {
+        if let Ok(v) = HeaderValue::from_str(o) {
+            resp.headers_mut()
+                .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Origin"));
+        }
+    }
+    resp
+}
+
+fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
+    is_loopback_origin(origin) || config.extra_allowed_origins.iter().any(|o| o == origin)
+}
+
+fn preflight() -> Resp {
+    let mut r = respond(StatusCode::NO_CONTENT, None);
+    let h = r.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, GET, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(ALLOW_HEADERS),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    r
+}
+
+fn method_not_allowed(allow: &'static str) -> Resp {
+    let err = refusal(
+        &format!("Method not allowed here; allowed: {allow}"),
+        "method_not_allowed",
+    );
+    let mut r = respond(StatusCode::METHOD_NOT_ALLOWED, Some(&err));
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// An id-less JSON-RPC error for a refusal before dispatch.
+fn refusal(message: &str, reason: &str) -> Value {
+    error_response(
+        None,
+        &RpcError::new(ErrorCode::InvalidRequest, message, reason),
+    )
+}
+
+fn respond(status: StatusCode, body: Option<&Value>) -> Resp {
+    let bytes = body
+        .map(|b| Bytes::from(serde_json::to_vec(b).unwrap_or_default()))
+        .unwrap_or_default();
+    let mut r = Response::new(Full::new(bytes));
+    *r.status_mut() = status;
+    if body.is_some() {
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let media = ct.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("application/json")
+}
+
+fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
+    let all = |name: &str| -> Vec<Vec<u8>> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.as_bytes().to_vec())
+            .collect()
+    };
+    MirrorHeaders {
+        protocol_version: all("mcp-protocol-version"),
+        method: all("mcp-method"),
+        name: all("mcp-name"),
+    }
+}
+
+/// The request's wait budget, or the -32602 refusal of a malformed header.
+/// The raw value is never echoed.
+fn wait_budget(headers: &HeaderMap, deployment: u64) -> Result<WaitBudget, RpcError> {
+    let values: Vec<&HeaderValue> = headers.get_all(BUDGET_HEADER).iter().collect();
+    let bad = |msg: &str, reason: &str| {
+        RpcError::new(ErrorCode::InvalidParams, msg, reason)
+            .with_data("header", json!("X-Coding-Tools-Budget-Secs"))
+    };
+    match values.as_slice() {
+        [] => Ok(WaitBudget::deployment(deployment)),
+        [one] => {
+            let text = one.to_str().unwrap_or("").trim();
+            let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                text.parse::<u64>().ok().filter(|s| *s > 0)
+            } else {
+                None
+            };
+            secs.map(|s| WaitBudget::requested(s, deployment))
+                .ok_or_else(|| {
+                    bad(
+                        "X-Coding-Tools-Budget-Secs must be a positive integer number of seconds",
+                        "invalid_budget_header",
+                    )
+                })
+        }
+        _ => Err(bad(
+            "X-Coding-Tools-Budget-Secs must appear at most once",
+            "duplicated_budget_header",
+        )),
+    }
+}
+
+/// Fires the request's cancellation when hyper drops the request future
+/// (the client closed the connection) before the answer was ready.
+struct CancelOnDrop {
+    cancel: Cancellation,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.cancel.cancel();
+        }
+    }
+}
+
+async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp {
+    let cfg = &state.config;
+    let headers = req.headers().clone();
+    if !is_json_content_type(&headers) {
+        let err = refusal(
+            "Content-Type must be application/json",
+            "unsupported_media_type",
+        );
+        return respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, Some(&err));
+    }
+    let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    else {
+        let err = refusal("Content-Length is required", "length_required");
+        return respond(StatusCode::LENGTH_REQUIRED, Some(&err));
+    };
+    let too_large = || {
+        let mut err = refusal(
+            &format!("Request body exceeds {} bytes", cfg.max_body_bytes),
+            "body_too_large",
+        );
+        err["error"]["data"]["max_bytes"] = json!(cfg.max_body_bytes);
+        respond(StatusCode::PAYLOAD_TOO_LARGE, Some(&err))
+    };
+    if len > cfg.max_body_bytes as u64 {
+        return too_large();
+    }
+    let budget = match wait_budget(&headers, cfg.deployment_wait_secs) {
+        Ok(b) => b,
+        Err(e) => return respond(StatusCode::BAD_REQUEST, Some(&error_response(None, &e))),
+    };
+    let body = match Limited::new(req.into_body(), cfg.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            let err = refusal("Request body could not be read", "body_read_failed");
+            return respond(StatusCode::BAD_REQUEST, Some(&err));
+        }
+    };
+    let mirrors = mirror_headers(&headers);
+    let reply = match prepare(&body, Some(&mirrors)) {
+        Prepared::Reply(r) => r,
+        Prepared::Notification(req, era) => {
+            state.dispatcher.notify(&req, era);
+            Reply {
+                status: 202,
+                body: None,
+            }
+        }
+        Prepared::Call(call) => {
+            let mut guard = CancelOnDrop {
+                cancel: Cancellation::new(),
+                armed: true,
+            };
+            let seed = ContextSeed {
+                wait_budget: budget,
+                cancel: guard.cancel.clone(),
+                transport: "http",
+            };
+            let ctx = seed.for_call(&call);
+            let reply = run_call(state.dispatcher.as_ref(), call, ctx).await;
+            guard.armed = false;
+            reply
+        }
+    };
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+    respond(status, reply.body.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(BUDGET_HEADER, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn budget_header_rules() {
+        assert_eq!(
+            wait_budget(&headers(&[]), 30).unwrap(),
+            WaitBudget::deployment(30)
+        );
+        let b = wait_budget(&headers(&["5"]), 30).unwrap();
+        assert_eq!((b.effective_secs, b.requested_secs), (5, Some(5)));
+        let clamped = wait_budget(&headers(&["120"]), 30).unwrap();
+        assert_eq!(clamped.effective_secs, 30);
+        let same = wait_budget(&headers(&["30"]), 30).unwrap();
+        assert_eq!(same.source.as_str(), "request_header");
+        for bad in ["0", "-1", "1.5", "abc", "", "99999999999999999999999"] {
+            let e = wait_budget(&headers(&[bad]), 30).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidParams, "{bad}");
+            assert!(!e.to_json().to_string().contains(&format!("\"{bad}\"")) || bad.is_empty());
+        }
+        assert!(wait_budget(&headers(&["5", "5"]), 30).is_err());
+    }
+
+    #[test]
+    fn json_content_types() {
+        let mut h = HeaderMap::new();
+        assert!(!is_json_content_type(&h));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert!(is_json_content_type(&h));
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_json_content_type(&h));
+    }
+}

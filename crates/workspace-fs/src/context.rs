@@ -1,0 +1,320 @@
+//! Bounded project instructions (client contract notes §4).
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::path::Workspace;
+
+/// Root instruction file names, in the order they are loaded.
+pub const ROOT_INSTRUCTION_FILES: [&str; 4] = ["AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD"];
+
+/// Directories the nested-instruction index never descends into.
+const SKIPPED_DIRS: [&str; 6] = [
+    ".git",
+    "node_modules",
+    "target",
+    ".venv",
+    "__pycache__",
+    "dist",
+];
+
+/// Budgets of the project context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextLimits {
+    /// Most root instruction files loaded.
+    pub max_files: usize,
+    /// Most bytes quoted from one file.
+    pub per_file_bytes: usize,
+    /// Most bytes of the whole instruction text, receipts included.
+    pub total_bytes: usize,
+    /// Most directory entries the nested index looks at.
+    pub max_scan_entries: usize,
+    /// Deepest directory level the nested index visits.
+    pub max_depth: usize,
+    /// Most nested instruction paths listed.
+    pub max_nested: usize,
+}
+
+impl Default for ContextLimits {
+    fn default() -> Self {
+        Self {
+            max_files: 4,
+            per_file_bytes: 12 * 1024,
+            total_bytes: 20 * 1024,
+            max_scan_entries: 5_000,
+            max_depth: 4,
+            max_nested: 50,
+        }
+    }
+}
+
+/// What happened to one root instruction file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstructionFile {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Its full size in bytes.
+    pub size_bytes: u64,
+    /// Bytes quoted in the instructions.
+    pub included_bytes: usize,
+    /// Quoted only in part.
+    pub truncated: bool,
+    /// Not quoted at all (did not fit, or could not be read).
+    pub omitted: bool,
+}
+
+/// The loaded context: the instruction text and what it is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProjectContext {
+    /// The text for `instructions` (empty when there are no files).
+    pub text: String,
+    /// Root instruction files, in load order.
+    pub files: Vec<InstructionFile>,
+    /// Nested instruction files, indexed by path, not injected.
+    pub nested: Vec<String>,
+    /// The nested index stopped at a limit.
+    pub nested_truncated: bool,
+    /// Things the operator should know (unreadable files, escapes).
+    pub warnings: Vec<String>,
+}
+
+/// A quote shorter than this is not worth its header: the file is omitted instead.
+const MIN_QUOTE_BYTES: usize = 256;
+
+/// Receipts are bounded so they always fit in the reserve.
+const RECEIPT_RESERVE: usize = 320;
+
+/// Loads the root instruction files of `ws` within `limits`.
+pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext {
+    let mut ctx = ProjectContext::default();
+    let mut seen = HashSet::new();
+    let mut candidates = Vec::new();
+    for name in ROOT_INSTRUCTION_FILES {
+        let Ok(meta) = std::fs::symlink_metadata(ws.root().join(name)) else {
+            continue;
+        };
+        match ws.resolve(name) {
+            Ok(p) => {
+                let Ok(m) = std::fs::metadata(p.absolute()) else {
+                    continue;
+                };
+                // One file under two spellings (case-insensitive file systems) loads once.
+                if m.is_file() && seen.insert((m.dev(), m.ino())) {
+                    candidates.push((name, p, m.len()));
+                }
+            }
+            Err(e) => {
+                let _ = meta;
+                ctx.warnings.push(format!("{name} was not loaded: {e}"));
+            }
+        }
+    }
+    let mut sections = Vec::new();
+    let mut used = 0usize;
+    let count = candidates.len().min(limits.max_files);
+    for (i, (name, path, size)) in candidates.into_iter().enumerate() {
+        let receipts_left = (count.saturating_sub(i + 1)) * RECEIPT_RESERVE;
+        let mut file = InstructionFile {
+            path: name.to_owned(),
+            size_bytes: size,
+            included_bytes: 0,
+            truncated: false,
+            omitted: true,
+        };
+        if i >= limits.max_files {
+            sections.push(format!(
+                "[omitted: {name} ({size} bytes) is beyond the {}-file limit; read it with read_file(path=\"{name}\")]",
+                limits.max_files
+            ));
+            ctx.files.push(file);
+            continue;
+        }
+        let header = format!("Project instructions from {name}:\n");
+        let room = limits
+            .total_bytes
+            .saturating_sub(used + receipts_left + header.len() + RECEIPT_RESERVE)
+            .min(limits.per_file_bytes);
+        let body = match read_prefix(
+            path.absolute(),
+            if room < MIN_QUOTE_BYTES { 0 } else { room },
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                ctx.warnings.push(format!("{name} could not be read: {e}"));
+                sections.push(format!("[omitted: {name} could not be read]"));
+                used += RECEIPT_RESERVE;
+                ctx.files.push(file);
+                continue;
+            }
+        };
+        if body.len() < MIN_QUOTE_BYTES.min(size as usize) {
+            let s = format!(
+                "[omitted: {name} ({size} bytes) did not fit the {}-byte instruction budget; read it with read_file(path=\"{name}\")]",
+                limits.total_bytes
+            );
+            used += s.len();
+            sections.push(s);
+            ctx.files.push(file);
+            continue;
+        }
+        let mut section = header;
+        section.push_str(&body);
+        file.omitted = false;
+        file.included_bytes = body.len();
+        if (body.len() as u64) < size {
+            file.truncated = true;
+            let next_line = body.matches('\n').count() + 1;
+            if !section.ends_with('\n') {
+                section.push('\n');
+            }
+            section.push_str(&format!(
+                "[truncated: {name} is {size} bytes; the first {} are shown. Continue with read_file(path=\"{name}\", start_line={next_line})]",
+                body.len()
+            ));
+        }
+        used += section.len();
+        sections.push(section);
+        ctx.files.push(file);
+    }
+    ctx.text = sections.join("\n\n");
+    index_nested(ws.root(), limits, &mut ctx);
+    ctx
+}
+
+/// Reads at most `limit` bytes, cut back to a UTF-8 boundary. Invalid UTF-8
+/// is replaced, so the instructions stay text.
+fn read_prefix(path: &Path, limit: usize) -> std::io::Result<String> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the path is a checked WorkspacePath"
+    )]
+    let file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(limit.min(64 * 1024));
+    file.take(limit as u64 + 4).read_to_end(&mut buf)?;
+    if buf.len() <= limit {
+        return Ok(String::from_utf8_lossy(&buf).into_owned());
+    }
+    let mut cut = limit;
+    while cut > 0 && (buf[cut] & 0b1100_0000) == 0b1000_0000 {
+        cut -= 1;
+    }
+    buf.truncate(cut);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn index_nested(root: &Path, limits: &ContextLimits, ctx: &mut ProjectContext) {
+    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), 0usize)]);
+    let mut scanned = 0usize;
+    while let Some((dir, depth)) = queue.pop_front() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<_> = entries.filter_map(Result::ok).collect();
+        names.sort_by_key(|e| e.file_name());
+        for entry in names {
+            scanned += 1;
+            if scanned > limits.max_scan_entries || ctx.nested.len() >= limits.max_nested {
+                ctx.nested_truncated = true;
+                return;
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let Ok(ft) = entry.file_type() else { continue };
+            if ft.is_dir() {
+                if depth + 1 < limits.max_depth
+                    && !name.starts_with('.')
+                    && !SKIPPED_DIRS.contains(&name.as_ref())
+                {
+                    queue.push_back((entry.path(), depth + 1));
+                }
+            } else if depth > 0 && ft.is_file() && ROOT_INSTRUCTION_FILES.contains(&name.as_ref()) {
+                if let Ok(rel) = entry.path().strip_prefix(root) {
+                    ctx.nested.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws_with(files: &[(&str, String)]) -> (tempfile::TempDir, Workspace) {
+        let t = tempfile::tempdir().unwrap();
+        for (name, body) in files {
+            let p = t.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        let w = Workspace::open(t.path()).unwrap();
+        (t, w)
+    }
+
+    #[test]
+    fn small_files_are_quoted_whole() {
+        let (_t, w) = ws_with(&[
+            ("AGENTS.md", "agents rules\n".into()),
+            ("CLAUDE.md", "claude rules\n".into()),
+            ("sub/AGENTS.md", "nested\n".into()),
+        ]);
+        let c = project_context(&w, &ContextLimits::default());
+        assert!(c.text.contains("agents rules"));
+        assert!(c.text.contains("claude rules"));
+        assert!(!c.text.contains("nested"));
+        assert_eq!(c.nested, vec!["sub/AGENTS.md".to_string()]);
+        assert!(c.files.iter().all(|f| !f.truncated && !f.omitted));
+    }
+
+    #[test]
+    fn budget_truncates_at_char_boundary_with_receipt() {
+        let big = "é".repeat(20_000); // 40,000 bytes
+        let (_t, w) = ws_with(&[("AGENTS.md", big), ("CLAUDE.md", "x\n".repeat(10))]);
+        let limits = ContextLimits::default();
+        let c = project_context(&w, &limits);
+        assert!(c.text.len() <= limits.total_bytes, "{}", c.text.len());
+        assert!(c.files[0].truncated);
+        assert!(c.text.contains("[truncated: AGENTS.md is 40000 bytes"));
+        assert!(
+            c.text
+                .contains("read_file(path=\"AGENTS.md\", start_line=1)")
+        );
+        assert!(!c.text.contains('\u{FFFD}'));
+        // The second file still gets its place.
+        assert!(c.text.contains("Project instructions from CLAUDE.md"));
+    }
+
+    #[test]
+    fn files_that_do_not_fit_are_listed_as_omitted() {
+        let limits = ContextLimits {
+            total_bytes: 700,
+            ..ContextLimits::default()
+        };
+        let (_t, w) = ws_with(&[
+            ("AGENTS.md", "a".repeat(5000)),
+            ("CLAUDE.md", "b".repeat(5000)),
+        ]);
+        let c = project_context(&w, &limits);
+        assert!(c.text.len() <= limits.total_bytes, "{}", c.text.len());
+        assert!(c.files.iter().any(|f| f.omitted), "{:?}", c.files);
+        assert!(
+            c.text.contains("[omitted: CLAUDE.md (5000 bytes)"),
+            "{}",
+            c.text
+        );
+    }
+
+    #[test]
+    fn symlink_out_is_not_loaded() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "SECRET").unwrap();
+        let (t, w) = ws_with(&[]);
+        std::os::unix::fs::symlink(outside.path().join("secret"), t.path().join("AGENTS.md"))
+            .unwrap();
+        let c = project_context(&w, &ContextLimits::default());
+        assert!(!c.text.contains("SECRET"));
+        assert_eq!(c.warnings.len(), 1);
+    }
+}
