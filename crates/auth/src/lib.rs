@@ -1,8 +1,100 @@
-//! HTTP authentication of coding-tools-mcp: bearer tokens and the OAuth 2.1
-//! authorization server, with no MCP types.
+//! HTTP authentication of coding-tools-mcp, with no MCP types.
 //!
-//! Status: this crate is the place reserved by the house plan; its behaviour
-//! arrives with the authentication issue. Until then the server refuses every
-//! configuration that would need it (`--auth-token`, `--oauth-mode`, a
-//! non-loopback bind) at start-up with exit status 2, rather than serving
-//! without the protection that was asked for.
+//! Today: static bearer tokens (`--auth-token`), compared in constant time.
+//! The OAuth 2.1 authorization server (PKCE S256, RFC 7591 registration,
+//! RFC 8414/9728 metadata) arrives with the authentication issue; until then
+//! the server refuses `--oauth-mode` at start-up rather than serving without
+//! the protection that was asked for.
+//!
+//! ```
+//! let token = ctm_auth::BearerToken::new("s3cret-token").unwrap();
+//! assert!(token.verify_header(b"Bearer s3cret-token"));
+//! assert!(!token.verify_header(b"Bearer wrong"));
+//! ```
+
+use ring::digest::{SHA256, digest};
+
+/// Why a configured credential is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The token is empty or contains whitespace or control characters.
+    #[error("the bearer token must be non-empty visible ASCII without spaces")]
+    MalformedToken,
+}
+
+/// A static bearer token. Only its SHA-256 digest is kept, so the secret is
+/// not in memory longer than start-up and comparisons take the same time
+/// whatever the input.
+#[derive(Clone)]
+pub struct BearerToken {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken([REDACTED])")
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest(&SHA256, bytes).as_ref());
+    out
+}
+
+impl BearerToken {
+    /// A token operators pass with `--auth-token`.
+    pub fn new(token: &str) -> Result<Self, AuthError> {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(AuthError::MalformedToken);
+        }
+        Ok(Self {
+            digest: sha256(token.as_bytes()),
+        })
+    }
+
+    /// Whether `presented` is the token.
+    pub fn verify(&self, presented: &[u8]) -> bool {
+        let other = sha256(presented);
+        self.digest
+            .iter()
+            .zip(other.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
+    /// Whether an `Authorization` header value carries the token
+    /// (`Bearer <token>`, scheme case-insensitive).
+    pub fn verify_header(&self, header: &[u8]) -> bool {
+        bearer_credential(header).is_some_and(|t| self.verify(t))
+    }
+}
+
+/// The credential of a `Bearer` authorization header.
+pub fn bearer_credential(header: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = header.split_at(header.iter().position(|b| *b == b' ')?);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert_eq!(BearerToken::new("").unwrap_err(), AuthError::MalformedToken);
+        assert!(BearerToken::new("a b").is_err());
+        let t = BearerToken::new("abc").unwrap();
+        assert!(t.verify_header(b"bearer abc"));
+        assert!(t.verify_header(b"Bearer   abc "));
+        assert!(!t.verify_header(b"Basic abc"));
+        assert!(!t.verify_header(b"Bearer abcd"));
+        assert!(!t.verify_header(b"Bearer"));
+        assert!(!t.verify_header(b""));
+        assert_eq!(format!("{t:?}"), "BearerToken([REDACTED])");
+    }
+}

@@ -1,1 +1,155 @@
-fn main() {}
+//! `coding-tools-mcp`: the composition root. It parses the command line,
+//! builds the one [`server::Server`] of the workspace, and runs the stdio or
+//! the HTTP transport until input ends or a signal arrives.
+
+mod args;
+mod card;
+mod catalog;
+mod cli;
+mod envelope;
+mod limits;
+mod server;
+mod tools;
+mod trace;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{Cli, TraceLevel};
+use crate::server::{Server, SharedServer};
+use crate::trace::Trace;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let trace_env = std::env::var("CODING_TOOLS_MCP_TRACE").ok();
+    let config = match cli.validate(trace_env.as_deref()) {
+        Ok(c) => c,
+        Err(reason) => {
+            eprintln!("coding-tools-mcp: error: {reason}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging();
+    let workspace = match ctm_workspace_fs::Workspace::open(&config.workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let trace = match open_trace(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: cannot open the trace file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = Arc::new(Server::new(config, workspace, trace));
+    let result = runtime.block_on(run(server));
+    // Dropping the runtime first lets in-flight tasks release their Server handle,
+    // so the runtime directories are removed.
+    drop(runtime);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let level = std::env::var("CODING_TOOLS_MCP_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(false)
+        .init();
+}
+
+fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
+    if config.trace == TraceLevel::Off {
+        return Ok(Trace::off());
+    }
+    let sink: Box<dyn std::io::Write + Send> = match &config.trace_file {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    Ok(Trace::new(config.trace, sink))
+}
+
+async fn run(server: Arc<Server>) -> std::io::Result<()> {
+    let dispatcher = Arc::new(SharedServer(server.clone()));
+    if server.config.stdio {
+        tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
+        let serve = ctm_transport_stdio::serve(
+            dispatcher,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            server.config.max_wait_secs,
+        );
+        return tokio::select! {
+            r = serve => r,
+            () = shutdown_signal() => Ok(()),
+        };
+    }
+    let addr = format!("{}:{}", server.config.host, server.config.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))?;
+    let local = listener.local_addr()?;
+    tracing::info!(
+        workspace = %server.workspace.root().display(),
+        "serving MCP on http://{local}/mcp"
+    );
+    let limits = &server.limits;
+    let config = ctm_transport_http::HttpConfig {
+        max_body_bytes: limits.max_body_bytes,
+        extra_allowed_origins: server.config.allowed_origins.clone(),
+        deployment_wait_secs: server.config.max_wait_secs,
+        server_card: card::server_card(&server),
+        header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
+        shutdown_grace: Duration::from_secs(limits.shutdown_grace_secs),
+        bearer: server
+            .config
+            .auth_token
+            .as_deref()
+            .and_then(|t| ctm_auth::BearerToken::new(t).ok()),
+    };
+    ctm_transport_http::serve(dispatcher, config, listener, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the server still ends on EOF or process exit.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}

@@ -43,6 +43,8 @@ pub struct HttpConfig {
     pub header_read_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// When set, `/mcp` requires `Authorization: Bearer <token>`.
+    pub bearer: Option<ctm_auth::BearerToken>,
 }
 
 struct State<D> {
@@ -123,7 +125,9 @@ async fn handle<D: Dispatcher>(
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if path == "/mcp" {
-        if req.method() == Method::POST {
+        if !authorized(&state.config, req.headers()) {
+            unauthorized()
+        } else if req.method() == Method::POST {
             post_mcp(&state, req).await
         } else {
             method_not_allowed("POST")
@@ -151,6 +155,28 @@ async fn handle<D: Dispatcher>(
         }
     }
     resp
+}
+
+fn authorized(config: &HttpConfig, headers: &HeaderMap) -> bool {
+    let Some(token) = &config.bearer else {
+        return true;
+    };
+    headers
+        .get(header::AUTHORIZATION)
+        .is_some_and(|v| token.verify_header(v.as_bytes()))
+}
+
+fn unauthorized() -> Resp {
+    let err = refusal(
+        "Authentication required: send Authorization: Bearer <token>",
+        "unauthorized",
+    );
+    let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"coding-tools-mcp\""),
+    );
+    r
 }
 
 fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {

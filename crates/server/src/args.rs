@@ -1,0 +1,257 @@
+//! Argument validation against the catalog (client contract notes §1).
+//!
+//! One decoder serves every integer of every tool: a JSON integer, or a
+//! number with an integral value, in the argument's domain and at most
+//! 2^53−1. Fractions, strings, booleans, negatives, values under the minimum
+//! and unknown argument names are refused; nothing is rounded, converted or
+//! clamped. What comes out is canonical JSON (`12`, never `12.0`).
+
+use serde_json::{Map, Number, Value, json};
+
+use crate::catalog::{Kind, Param, ToolSpec};
+use crate::envelope::ToolError;
+
+/// The largest integer a client can send without losing precision.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Validates `arguments` for `spec`; returns them with integers canonical and
+/// optional nulls dropped.
+pub fn validate(spec: &ToolSpec, arguments: Option<&Value>) -> Result<Map<String, Value>, ToolError> {
+    let given = match arguments {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(other) => {
+            return Err(invalid(
+                format!("arguments must be an object, not {}", type_name(other)),
+                json!({ "reason": "arguments_not_object" }),
+            ));
+        }
+    };
+    let mut unknown: Vec<&str> = given
+        .keys()
+        .filter(|k| !spec.params.iter().any(|p| p.name == k.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort_unstable();
+        let accepted: Vec<&str> = spec.params.iter().map(|p| p.name).collect();
+        return Err(invalid(
+            format!(
+                "unknown argument{} for {}: {}",
+                if unknown.len() == 1 { "" } else { "s" },
+                spec.name,
+                unknown.join(", ")
+            ),
+            json!({ "reason": "unknown_argument", "unknown": unknown, "accepted": accepted }),
+        ));
+    }
+    let mut out = Map::new();
+    for p in spec.params {
+        match given.get(p.name) {
+            None | Some(Value::Null) if p.required => {
+                return Err(invalid(
+                    format!("{} is required", p.name),
+                    json!({ "reason": "missing_argument", "argument": p.name }),
+                ));
+            }
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                out.insert(p.name.to_owned(), check(p, v)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check(p: &Param, v: &Value) -> Result<Value, ToolError> {
+    let wrong = |expected: &str| {
+        invalid(
+            format!("{} must be {expected}, not {}", p.name, type_name(v)),
+            json!({ "reason": "wrong_type", "argument": p.name, "expected": expected, "received_type": type_name(v) }),
+        )
+    };
+    match p.kind {
+        Kind::Str {
+            min_len, choices, ..
+        } => {
+            let Value::String(s) = v else {
+                return Err(wrong("a string"));
+            };
+            if let Some(min) = min_len {
+                if (s.chars().count() as u64) < min {
+                    return Err(invalid(
+                        format!("{} must not be empty", p.name),
+                        json!({ "reason": "too_short", "argument": p.name, "min_length": min }),
+                    ));
+                }
+            }
+            if !choices.is_empty() && !choices.contains(&s.as_str()) {
+                return Err(invalid(
+                    format!("{} must be one of {}", p.name, choices.join(", ")),
+                    json!({ "reason": "not_allowed", "argument": p.name, "allowed": choices }),
+                ));
+            }
+            Ok(v.clone())
+        }
+        Kind::Int { min, max, .. } => {
+            let n = integral(p.name, v)?;
+            let upper = max.unwrap_or(MAX_SAFE_INTEGER);
+            if n < min || n > upper {
+                return Err(invalid(
+                    format!("{} must be between {min} and {upper}, got {n}", p.name),
+                    json!({ "reason": "out_of_range", "argument": p.name, "minimum": min, "maximum": upper }),
+                ));
+            }
+            Ok(Value::Number(Number::from(n)))
+        }
+        Kind::Bool { .. } => match v {
+            Value::Bool(_) => Ok(v.clone()),
+            _ => Err(wrong("a boolean")),
+        },
+        Kind::StrList => match v {
+            Value::Array(items) if items.iter().all(Value::is_string) => Ok(v.clone()),
+            _ => Err(wrong("an array of strings")),
+        },
+        Kind::StrMap => match v {
+            Value::Object(m) if m.values().all(Value::is_string) => Ok(v.clone()),
+            _ => Err(wrong("an object of string values")),
+        },
+        Kind::Object => match v {
+            Value::Object(_) => Ok(v.clone()),
+            _ => Err(wrong("an object")),
+        },
+    }
+}
+
+/// The one integer decoder: integers and integral floats in 0..=2^53−1.
+pub fn integral(name: &str, v: &Value) -> Result<u64, ToolError> {
+    let refuse = |why: &str, reason: &str| {
+        invalid(
+            format!("{name} must be a non-negative integer ({why})"),
+            json!({ "reason": reason, "argument": name, "maximum_safe_integer": MAX_SAFE_INTEGER }),
+        )
+    };
+    let Value::Number(n) = v else {
+        return Err(refuse(&format!("got {}", type_name(v)), "wrong_type"));
+    };
+    if let Some(u) = n.as_u64() {
+        return if u <= MAX_SAFE_INTEGER {
+            Ok(u)
+        } else {
+            Err(refuse("above 2^53-1", "unsafe_integer"))
+        };
+    }
+    if n.as_i64().is_some() {
+        return Err(refuse("negative", "negative"));
+    }
+    let Some(f) = n.as_f64() else {
+        return Err(refuse("not a number", "wrong_type"));
+    };
+    if !f.is_finite() || f.fract() != 0.0 {
+        return Err(refuse("has a fractional part", "fractional"));
+    }
+    if f < 0.0 {
+        return Err(refuse("negative", "negative"));
+    }
+    if f > MAX_SAFE_INTEGER as f64 {
+        return Err(refuse("above 2^53-1", "unsafe_integer"));
+    }
+    // Exact: f is integral and within the f64-exact integer range.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(f as u64)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn invalid(message: String, details: Value) -> ToolError {
+    ToolError::invalid_argument(message, details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::find;
+
+    fn read_file(args: Value) -> Result<Map<String, Value>, ToolError> {
+        validate(find("read_file", true).unwrap(), Some(&args))
+    }
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn integral_floats_are_integers() {
+        let out = read_file(parse(r#"{"path":"a","start_line":12.0,"max_bytes":30000.0}"#)).unwrap();
+        assert_eq!(serde_json::to_string(&out["start_line"]).unwrap(), "12");
+        assert_eq!(serde_json::to_string(&out["max_bytes"]).unwrap(), "30000");
+    }
+
+    #[test]
+    fn max_safe_integer_decodes_exactly() {
+        for text in ["9007199254740991", "9007199254740991.0", "9.007199254740991e15"] {
+            assert_eq!(integral("x", &parse(text)).unwrap(), 9_007_199_254_740_991, "{text}");
+        }
+        for text in ["9007199254740992", "9007199254740992.0", "1e300"] {
+            assert!(integral("x", &parse(text)).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn refusals() {
+        for bad in [
+            r#"{"path":"a","start_line":1.5}"#,
+            r#"{"path":"a","start_line":"10"}"#,
+            r#"{"path":"a","start_line":true}"#,
+            r#"{"path":"a","start_line":-1}"#,
+            r#"{"path":"a","start_line":-1.0}"#,
+            r#"{"path":"a","start_line":0}"#,
+            r#"{"path":"a","max_bytes":1048577}"#,
+            r#"{"path":""}"#,
+            r#"{"path":null}"#,
+            r#"{}"#,
+            r#"{"path":"a","encoding":"latin-1"}"#,
+            r#"{"path":"a","strat_line":2}"#,
+            r#"{"path":7}"#,
+        ] {
+            let e = read_file(parse(bad)).unwrap_err();
+            assert_eq!(e.code, "INVALID_ARGUMENT", "{bad}");
+            assert!(!e.retryable);
+        }
+    }
+
+    #[test]
+    fn unknown_arguments_are_named() {
+        let e = read_file(parse(r#"{"path":"a","zeta":1,"alpha":2}"#)).unwrap_err();
+        assert_eq!(e.details["unknown"], json!(["alpha", "zeta"]));
+        assert!(e.message.contains("alpha, zeta"));
+    }
+
+    #[test]
+    fn optional_null_is_absent_and_non_objects_refused() {
+        let out = read_file(parse(r#"{"path":"a","end_line":null}"#)).unwrap();
+        assert!(!out.contains_key("end_line"));
+        let spec = find("server_info", true).unwrap();
+        assert!(validate(spec, None).unwrap().is_empty());
+        assert!(validate(spec, Some(&json!([]))).is_err());
+    }
+
+    #[test]
+    fn typed_collections() {
+        let spec = find("exec_command", true).unwrap();
+        assert!(validate(spec, Some(&json!({"cmd":"x","env":{"A":"1"}}))).is_ok());
+        assert!(validate(spec, Some(&json!({"cmd":"x","env":{"A":1}}))).is_err());
+        let spec = find("list_files", true).unwrap();
+        assert!(validate(spec, Some(&json!({"patterns":["*.rs"]}))).is_ok());
+        assert!(validate(spec, Some(&json!({"patterns":"*.rs"}))).is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! The server card served at `/.well-known/mcp.json`.
+
+use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
+use serde_json::{Value, json};
+
+use crate::server::Server;
+use crate::tools::real_annotations;
+
+/// The card: identity, versions newest first, transport, auth, and the real annotations.
+pub fn server_card(server: &Server) -> Value {
+    let tools: Vec<&str> = server.tools().map(|t| t.name).collect();
+    let (ro, rw): (Vec<_>, Vec<_>) = server.tools().partition(|t| t.annotations.read_only);
+    let names = |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    let auth = if server.config.auth_token.is_some() {
+        json!({ "type": "bearer", "scheme": "Bearer", "header": "Authorization", "required": true })
+    } else {
+        json!({ "type": "none", "required": false })
+    };
+    json!({
+        "name": SERVER_NAME,
+        "title": SERVER_TITLE,
+        "version": SERVER_VERSION,
+        "description": "Workspace-confined coding tools: read, list, search, patch, run commands, git, images.",
+        "supportedProtocolVersions": all_versions_newest_first(),
+        "server": { "name": SERVER_NAME, "title": SERVER_TITLE, "version": SERVER_VERSION },
+        "transport": { "type": "streamable-http", "endpoint": "/mcp", "methods": ["POST"] },
+        "capabilities": { "tools": { "listChanged": false } },
+        "auth": auth,
+        "tools": {
+            "count": tools.len(),
+            "names": tools,
+            "readOnlyHintTrue": names(ro),
+            "readOnlyHintFalse": names(rw),
+            "annotations": real_annotations(server),
+            "annotationOverride": crate::tools::annotation_override_json(server),
+        },
+    })
+}

@@ -1,0 +1,641 @@
+//! The tool catalog as data: names, titles, descriptions, input properties with
+//! their JSON Schema constraints, and the truthful annotations.
+//!
+//! This is the one place the catalog is written down. `tools/list`, argument
+//! validation, `server_info`, the server card and `docs/tools.md` are all
+//! derived from it.
+
+use serde_json::{Map, Value, json};
+
+/// What a property accepts.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A string, optionally non-empty, optionally one of `choices`.
+    Str {
+        min_len: Option<u64>,
+        choices: &'static [&'static str],
+        default: Option<&'static str>,
+    },
+    /// A non-negative integer in `min..=max` (integral floats accepted).
+    Int {
+        min: u64,
+        max: Option<u64>,
+        default: Option<u64>,
+    },
+    /// A boolean.
+    Bool { default: Option<bool> },
+    /// An array of strings.
+    StrList,
+    /// An object whose values are strings.
+    StrMap,
+    /// Any object.
+    Object,
+}
+
+/// One input property.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub required: bool,
+    pub description: &'static str,
+}
+
+/// MCP tool annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+/// One tool.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub annotations: Annotations,
+    pub params: &'static [Param],
+}
+
+const fn req(name: &'static str, kind: Kind, description: &'static str) -> Param {
+    Param {
+        name,
+        kind,
+        required: true,
+        description,
+    }
+}
+
+const fn opt(name: &'static str, kind: Kind, description: &'static str) -> Param {
+    Param {
+        name,
+        kind,
+        required: false,
+        description,
+    }
+}
+
+const fn string() -> Kind {
+    Kind::Str {
+        min_len: None,
+        choices: &[],
+        default: None,
+    }
+}
+
+const fn non_empty() -> Kind {
+    Kind::Str {
+        min_len: Some(1),
+        choices: &[],
+        default: None,
+    }
+}
+
+const fn string_or(default: &'static str) -> Kind {
+    Kind::Str {
+        min_len: None,
+        choices: &[],
+        default: Some(default),
+    }
+}
+
+const fn choice(choices: &'static [&'static str], default: Option<&'static str>) -> Kind {
+    Kind::Str {
+        min_len: None,
+        choices,
+        default,
+    }
+}
+
+const fn int(min: u64, max: Option<u64>, default: Option<u64>) -> Kind {
+    Kind::Int { min, max, default }
+}
+
+const fn boolean(default: bool) -> Kind {
+    Kind::Bool {
+        default: Some(default),
+    }
+}
+
+const READ_ONLY: Annotations = Annotations {
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+};
+
+const MIB: u64 = 1024 * 1024;
+const VERBOSITY: &[&str] = &["summary", "preview", "full"];
+
+const PATH_DOT: Param = opt(
+    "path",
+    string_or("."),
+    "Workspace-relative path; defaults to the workspace root.",
+);
+
+/// The 18 tools, in `tools/list` order.
+pub const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "server_info",
+        title: "Server info",
+        description: "Describe this server: version, supported protocol versions, workspace, tool count and real annotations, auth state, permission mode, runtime directories, project-context receipts, exec policy, limits and the retained-output budget.",
+        annotations: READ_ONLY,
+        params: &[],
+    },
+    ToolSpec {
+        name: "check_exec_environment",
+        title: "Check exec environment",
+        description: "Report the exec policy, permission gates, Landlock status and runtime directories that exec_command would use, without running any probe.",
+        annotations: READ_ONLY,
+        params: &[],
+    },
+    ToolSpec {
+        name: "read_file",
+        title: "Read file",
+        description: "Read a range of lines of a UTF-8 text file in the workspace. Reports the file's total lines and bytes; when the answer is bounded it names the exact continuation, e.g. read_file(path=\"src/app.py\", start_line=201). Binary files and directories are refused.",
+        annotations: READ_ONLY,
+        params: &[
+            req("path", non_empty(), "Workspace-relative file path."),
+            opt("start_line", int(1, None, Some(1)), "First line to return (1-based)."),
+            opt("end_line", int(1, None, None), "Last line to return (inclusive)."),
+            opt("max_lines", int(1, None, None), "Most lines to return."),
+            opt("max_bytes", int(1, Some(MIB), Some(128 * 1024)), "Most bytes of content to return."),
+            opt("encoding", choice(&["utf-8"], Some("utf-8")), "Text encoding; only utf-8."),
+        ],
+    },
+    ToolSpec {
+        name: "list_dir",
+        title: "List directory",
+        description: "List the entries of a workspace directory, optionally recursively. Honours .gitignore unless include_ignored; hidden entries only with include_hidden. Capped by max_entries with an explicit truncated flag.",
+        annotations: READ_ONLY,
+        params: &[
+            PATH_DOT,
+            opt("recursive", boolean(false), "Descend into subdirectories."),
+            opt("max_depth", int(1, Some(20), Some(1)), "Deepest level listed when recursive."),
+            opt("max_entries", int(1, Some(10_000), Some(1_000)), "Most entries returned."),
+            opt("include_hidden", boolean(false), "Include dot-files and dot-directories."),
+            opt("include_ignored", boolean(false), "Include entries ignored by .gitignore/.ignore."),
+            opt("sort", choice(&["name", "type", "modified"], Some("name")), "Order of entries."),
+        ],
+    },
+    ToolSpec {
+        name: "list_files",
+        title: "List files",
+        description: "List files under a workspace directory, filtered by glob patterns (e.g. patterns=[\"**/*.rs\"]). Honours .gitignore unless include_ignored. Capped by max_results with an explicit truncated flag.",
+        annotations: READ_ONLY,
+        params: &[
+            PATH_DOT,
+            opt("patterns", Kind::StrList, "Glob patterns a file must match (any of them)."),
+            opt("glob", string(), "A single glob pattern (same as patterns=[glob])."),
+            opt("exclude_patterns", Kind::StrList, "Glob patterns of files to leave out."),
+            opt("include_hidden", boolean(false), "Include dot-files and dot-directories."),
+            opt("include_ignored", boolean(false), "Include files ignored by .gitignore/.ignore."),
+            opt("max_results", int(1, Some(50_000), Some(5_000)), "Most files returned."),
+            opt("sort", choice(&["path", "modified"], Some("path")), "Order of files."),
+        ],
+    },
+    ToolSpec {
+        name: "search_text",
+        title: "Search text",
+        description: "Search workspace text files for a literal string or a regex (regex=true), with optional context lines and glob filters. Stops as soon as max_results is known to be exceeded and says so.",
+        annotations: READ_ONLY,
+        params: &[
+            req("query", non_empty(), "Text or regular expression to find."),
+            PATH_DOT,
+            opt("regex", boolean(false), "Treat query as a regular expression."),
+            opt("case_sensitive", boolean(false), "Match case exactly."),
+            opt("include_globs", Kind::StrList, "Only search files matching these globs."),
+            opt("glob", string(), "A single include glob."),
+            opt("exclude_globs", Kind::StrList, "Skip files matching these globs."),
+            opt("context_lines", int(0, Some(5), Some(0)), "Lines of context around each match."),
+            opt("max_results", int(1, Some(10_000), Some(1_000)), "Most matches returned."),
+            opt("max_preview_bytes", int(80, Some(4_096), Some(512)), "Longest preview of one matching line."),
+        ],
+    },
+    ToolSpec {
+        name: "apply_patch",
+        title: "Apply patch",
+        description: "The only way to change files: apply a patch envelope atomically (every file or none). Supports *** Add File, *** Update File (with optional *** Move to) and *** Delete File. Example:\n*** Begin Patch\n*** Update File: app.py\n@@\n-old\n+new\n*** End Patch\nUse dry_run=true to see the plan without writing.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: false,
+        },
+        params: &[
+            req("patch", non_empty(), "The patch text, from *** Begin Patch to *** End Patch."),
+            opt("dry_run", boolean(false), "Plan and report without writing."),
+        ],
+    },
+    ToolSpec {
+        name: "exec_command",
+        title: "Execute command",
+        description: "Run a shell command in the workspace under the permission policy. Returns when it exits or after yield_time_ms; a command still running returns status running with a command_id and the exact write_stdin call that continues it. Statuses: exited, running, timeout, terminated, failed. Example: {\"cmd\":\"pytest -q\",\"workdir\":\".\",\"yield_time_ms\":30000}.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+        params: &[
+            req("cmd", non_empty(), "The command line, run by the shell."),
+            opt("workdir", string_or("."), "Workspace-relative working directory."),
+            opt("cwd", string(), "Alias of workdir."),
+            opt("timeout_ms", int(1, Some(600_000), Some(30_000)), "Kill the command after this long."),
+            opt("yield_time_ms", int(0, Some(30_000), Some(10_000)), "Longest wait before answering running."),
+            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
+            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
+            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
+            opt("stdin", string_or(""), "Text written to stdin before it is closed (pipe mode)."),
+            opt("tty", boolean(false), "Run under a pseudo-terminal."),
+            opt("env", Kind::StrMap, "Extra environment variables."),
+        ],
+    },
+    ToolSpec {
+        name: "write_stdin",
+        title: "Write stdin",
+        description: "Write to a running command's stdin, or poll it with empty chars, then wait up to yield_time_ms for output. Poll example: {\"command_id\":\"abc\",\"chars\":\"\",\"yield_time_ms\":10000}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        },
+        params: &[
+            req("command_id", non_empty(), "The command_id returned by exec_command."),
+            opt("chars", string_or(""), "Text to write; empty to poll."),
+            opt("yield_time_ms", int(0, Some(30_000), Some(10_000)), "Longest wait for output."),
+            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
+            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
+            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
+        ],
+    },
+    ToolSpec {
+        name: "kill_command",
+        title: "Kill command",
+        description: "Stop a command: signal its process group, wait wait_ms, escalate to KILL, wait kill_wait_ms, and report the signal that actually ended it. Statuses: terminated, killed, exited, terminating, not_found. Cancelling a request does not stop its command; this does. Example: {\"command_id\":\"abc\",\"signal\":\"KILL\"}.",
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: false,
+        },
+        params: &[
+            req("command_id", non_empty(), "The command to stop."),
+            opt("signal", choice(&["TERM", "KILL", "INT"], Some("TERM")), "First signal sent."),
+            opt("wait_ms", int(0, Some(30_000), Some(5_000)), "Wait after the first signal before KILL."),
+            opt("kill_wait_ms", int(0, Some(30_000), Some(2_000)), "Wait after KILL."),
+            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
+            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
+            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
+        ],
+    },
+    ToolSpec {
+        name: "read_output",
+        title: "Read output",
+        description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
+        annotations: READ_ONLY,
+        params: &[
+            req("output_ref", non_empty(), "The output_ref from a command result."),
+            opt("stream", choice(&["stdout", "stderr"], None), "Stream, when output_ref names a command."),
+            opt("offset", int(0, None, Some(0)), "Absolute byte offset to read from."),
+            opt("limit", int(1, Some(MIB), Some(4_096)), "Most bytes returned."),
+        ],
+    },
+    ToolSpec {
+        name: "git_status",
+        title: "Git status",
+        description: "Staged, unstaged and untracked changes of the workspace repository, with branch and upstream ahead/behind. Read in-process: no hook or fsmonitor runs.",
+        annotations: READ_ONLY,
+        params: &[
+            PATH_DOT,
+            opt("include_untracked", boolean(true), "List untracked files."),
+            opt("max_entries", int(1, Some(10_000), Some(1_000)), "Most entries returned."),
+        ],
+    },
+    ToolSpec {
+        name: "git_diff",
+        title: "Git diff",
+        description: "Unified diff of unstaged (worktree vs index) and/or staged (index vs HEAD) changes, like git diff / git diff --cached, bounded by max_bytes with a continuation hint.",
+        annotations: READ_ONLY,
+        params: &[
+            opt("path", string(), "Limit the diff to this path."),
+            opt("paths", Kind::StrList, "Limit the diff to these paths."),
+            opt("staged", boolean(false), "Include staged changes."),
+            opt("unstaged", boolean(true), "Include unstaged changes."),
+            opt("context_lines", int(0, Some(20), Some(3)), "Lines of context per hunk."),
+            opt("max_bytes", int(1, Some(MIB), Some(256 * 1024)), "Most diff bytes returned."),
+        ],
+    },
+    ToolSpec {
+        name: "git_log",
+        title: "Git log",
+        description: "Commits reachable from a ref or revision expression (newest first), optionally only those touching a path. A ref is never read as an option.",
+        annotations: READ_ONLY,
+        params: &[
+            PATH_DOT,
+            opt("ref", string_or("HEAD"), "Ref or revision to start from."),
+            opt("max_count", int(1, Some(100), Some(20)), "Most commits returned."),
+            opt("skip", int(0, Some(10_000), Some(0)), "Commits to skip first."),
+        ],
+    },
+    ToolSpec {
+        name: "git_show",
+        title: "Git show",
+        description: "A commit's metadata and its diff against its first parent, or a file's content at a revision when path names a file, bounded by max_bytes.",
+        annotations: READ_ONLY,
+        params: &[
+            opt("rev", string_or("HEAD"), "Revision to show."),
+            opt("path", string(), "A file to show at rev, or a path filter for the diff."),
+            opt("paths", Kind::StrList, "Path filters for the diff."),
+            opt("include_diff", boolean(true), "Include the diff."),
+            opt("context_lines", int(0, Some(20), Some(3)), "Lines of context per hunk."),
+            opt("max_bytes", int(1, Some(MIB), Some(256 * 1024)), "Most bytes returned."),
+        ],
+    },
+    ToolSpec {
+        name: "git_blame",
+        title: "Git blame",
+        description: "Per-line attribution of a file (commit, author, time, original line number), like git blame --porcelain, for a bounded line range.",
+        annotations: READ_ONLY,
+        params: &[
+            req("path", non_empty(), "Workspace-relative file path."),
+            opt("rev", string(), "Revision to blame at; defaults to HEAD."),
+            opt("start_line", int(1, None, Some(1)), "First line (1-based)."),
+            opt("end_line", int(1, None, None), "Last line (inclusive)."),
+            opt("max_lines", int(1, Some(1_000), Some(200)), "Most lines returned."),
+        ],
+    },
+    ToolSpec {
+        name: "request_permissions",
+        title: "Request permissions",
+        description: "Ask for a permission that the policy refused. This server does not use MCP elicitation, so in safe and trusted mode the answer is ELICITATION_UNSUPPORTED with how the operator can grant it; in dangerous mode it reports the operator's auto-grant policy. It never escalates on its own.",
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: false,
+            open_world: false,
+        },
+        params: &[
+            req("tool_name", choice(&["exec_command", "apply_patch"], None), "The tool that needs the permission."),
+            req(
+                "permission",
+                choice(
+                    &[
+                        "network",
+                        "destructive_command",
+                        "long_timeout",
+                        "sensitive_env",
+                        "shell_expansion",
+                        "inline_script",
+                        "privileged_executable",
+                        "write_generated_or_ignored",
+                    ],
+                    None,
+                ),
+                "The permission named by the refusal.",
+            ),
+            req("reason", non_empty(), "Why it is needed."),
+            req("arguments", Kind::Object, "The arguments of the refused call."),
+            opt("scope", choice(&["once", "session"], Some("once")), "How long the grant would last."),
+            opt("ttl_seconds", int(1, Some(3_600), Some(300)), "Lifetime of a session grant."),
+        ],
+    },
+    ToolSpec {
+        name: "view_image",
+        title: "View image",
+        description: "Return a workspace image (PNG, JPEG, GIF, WebP) as one MCP image content block, resized to fit max_width x max_height when auto_resize. structuredContent carries the metadata only, never the base64 data.",
+        annotations: READ_ONLY,
+        params: &[
+            req("path", non_empty(), "Workspace-relative image path."),
+            opt("max_bytes", int(1_024, Some(10 * MIB), Some(5 * MIB)), "Largest image returned."),
+            opt("max_width", int(1, Some(10_000), Some(2_000)), "Widest image returned."),
+            opt("max_height", int(1, Some(10_000), Some(2_000)), "Tallest image returned."),
+            opt("auto_resize", boolean(true), "Shrink images that exceed the limits."),
+        ],
+    },
+];
+
+/// The only installation gate: `CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0` removes `view_image`.
+pub const OPTIONAL_TOOL: &str = "view_image";
+
+/// The tools this deployment serves.
+pub fn enabled_tools(view_image: bool) -> impl Iterator<Item = &'static ToolSpec> {
+    TOOLS
+        .iter()
+        .filter(move |t| view_image || t.name != OPTIONAL_TOOL)
+}
+
+/// Looks a served tool up by name.
+pub fn find(name: &str, view_image: bool) -> Option<&'static ToolSpec> {
+    enabled_tools(view_image).find(|t| t.name == name)
+}
+
+impl Annotations {
+    /// The MCP `annotations` object.
+    pub fn to_json(self, title: &str) -> Value {
+        json!({
+            "title": title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        })
+    }
+
+    /// What `--dangerously-fake-readonly-annotations` advertises instead.
+    pub fn faked_read_only(self) -> Self {
+        Self {
+            read_only: true,
+            destructive: false,
+            ..self
+        }
+    }
+}
+
+impl Param {
+    fn schema(&self) -> Value {
+        let mut s = Map::new();
+        match self.kind {
+            Kind::Str {
+                min_len,
+                choices,
+                default,
+            } => {
+                s.insert("type".into(), json!("string"));
+                if let Some(n) = min_len {
+                    s.insert("minLength".into(), json!(n));
+                }
+                if !choices.is_empty() {
+                    s.insert("enum".into(), json!(choices));
+                }
+                if let Some(d) = default {
+                    s.insert("default".into(), json!(d));
+                }
+            }
+            Kind::Int { min, max, default } => {
+                s.insert("type".into(), json!("integer"));
+                s.insert("minimum".into(), json!(min));
+                if let Some(m) = max {
+                    s.insert("maximum".into(), json!(m));
+                }
+                if let Some(d) = default {
+                    s.insert("default".into(), json!(d));
+                }
+            }
+            Kind::Bool { default } => {
+                s.insert("type".into(), json!("boolean"));
+                if let Some(d) = default {
+                    s.insert("default".into(), json!(d));
+                }
+            }
+            Kind::StrList => {
+                s.insert("type".into(), json!("array"));
+                s.insert("items".into(), json!({"type": "string"}));
+            }
+            Kind::StrMap => {
+                s.insert("type".into(), json!("object"));
+                s.insert("additionalProperties".into(), json!({"type": "string"}));
+            }
+            Kind::Object => {
+                s.insert("type".into(), json!("object"));
+                s.insert("additionalProperties".into(), json!(true));
+            }
+        }
+        s.insert("description".into(), json!(self.description));
+        Value::Object(s)
+    }
+}
+
+impl ToolSpec {
+    /// The tool's `inputSchema`.
+    pub fn input_schema(&self) -> Value {
+        let props: Map<String, Value> = self
+            .params
+            .iter()
+            .map(|p| (p.name.to_owned(), p.schema()))
+            .collect();
+        let required: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name)
+            .collect();
+        json!({
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
+
+    /// The tool as `tools/list` shows it.
+    pub fn to_json(&self, fake_read_only: bool) -> Value {
+        let ann = if fake_read_only {
+            self.annotations.faked_read_only()
+        } else {
+            self.annotations
+        };
+        json!({
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema(),
+            "outputSchema": output_schema(),
+            "annotations": ann.to_json(self.title),
+        })
+    }
+}
+
+/// Every tool's `structuredContent` shape: `ok`, and `error` on failure.
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "category": {"type": "string", "enum": ["validation", "security", "permission", "runtime", "not_found", "conflict", "internal"]},
+                    "retryable": {"type": "boolean"},
+                    "details": {"type": "object", "additionalProperties": true},
+                },
+                "required": ["code", "message", "category", "retryable", "details"],
+                "additionalProperties": true,
+            },
+        },
+        "required": ["ok"],
+        "additionalProperties": true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Input property names exactly as the contract lists them.
+    #[test]
+    fn property_names_match_the_contract() {
+        let expected: &[(&str, &[&str])] = &[
+            ("server_info", &[]),
+            ("check_exec_environment", &[]),
+            ("read_file", &["path", "start_line", "end_line", "max_lines", "max_bytes", "encoding"]),
+            ("list_dir", &["path", "recursive", "max_depth", "max_entries", "include_hidden", "include_ignored", "sort"]),
+            ("list_files", &["path", "patterns", "glob", "exclude_patterns", "include_hidden", "include_ignored", "max_results", "sort"]),
+            ("search_text", &["query", "path", "regex", "case_sensitive", "include_globs", "glob", "exclude_globs", "context_lines", "max_results", "max_preview_bytes"]),
+            ("apply_patch", &["patch", "dry_run"]),
+            ("exec_command", &["cmd", "workdir", "cwd", "timeout_ms", "yield_time_ms", "max_output_bytes", "verbosity", "preview_bytes", "stdin", "tty", "env"]),
+            ("write_stdin", &["command_id", "chars", "yield_time_ms", "max_output_bytes", "verbosity", "preview_bytes"]),
+            ("kill_command", &["command_id", "signal", "wait_ms", "kill_wait_ms", "max_output_bytes", "verbosity", "preview_bytes"]),
+            ("read_output", &["output_ref", "stream", "offset", "limit"]),
+            ("git_status", &["path", "include_untracked", "max_entries"]),
+            ("git_diff", &["path", "paths", "staged", "unstaged", "context_lines", "max_bytes"]),
+            ("git_log", &["path", "ref", "max_count", "skip"]),
+            ("git_show", &["rev", "path", "paths", "include_diff", "context_lines", "max_bytes"]),
+            ("git_blame", &["path", "rev", "start_line", "end_line", "max_lines"]),
+            ("request_permissions", &["tool_name", "permission", "reason", "arguments", "scope", "ttl_seconds"]),
+            ("view_image", &["path", "max_bytes", "max_width", "max_height", "auto_resize"]),
+        ];
+        assert_eq!(TOOLS.len(), 18);
+        for (tool, (name, props)) in TOOLS.iter().zip(expected) {
+            assert_eq!(tool.name, *name);
+            let got: Vec<&str> = tool.params.iter().map(|p| p.name).collect();
+            assert_eq!(&got, props, "{name}");
+        }
+    }
+
+    /// Annotations exactly as the contract records them.
+    #[test]
+    fn annotations_match_the_contract() {
+        for t in TOOLS {
+            let a = t.annotations;
+            let expected = match t.name {
+                "apply_patch" => (false, true, false, false),
+                "exec_command" => (false, true, false, true),
+                "write_stdin" => (false, false, false, false),
+                "kill_command" => (false, true, false, false),
+                "request_permissions" => (true, false, false, false),
+                _ => (true, false, true, false),
+            };
+            assert_eq!(
+                (a.read_only, a.destructive, a.idempotent, a.open_world),
+                expected,
+                "{}",
+                t.name
+            );
+        }
+    }
+
+    #[test]
+    fn view_image_is_the_only_optional_tool() {
+        assert_eq!(enabled_tools(true).count(), 18);
+        let without: Vec<_> = enabled_tools(false).map(|t| t.name).collect();
+        assert_eq!(without.len(), 17);
+        assert!(!without.contains(&"view_image"));
+    }
+}

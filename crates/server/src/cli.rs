@@ -1,0 +1,306 @@
+//! The command line, compatible with the Python original's flags and
+//! environment variables, and its validation into a [`Config`].
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Serve workspace-confined coding tools over MCP (stdio or Streamable HTTP).
+#[derive(Debug, Parser)]
+#[command(name = "coding-tools-mcp", version, about, long_about = None)]
+pub struct Cli {
+    /// Workspace root every tool is confined to [default: the current directory]
+    #[arg(long, env = "CODING_TOOLS_MCP_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
+    /// Address to bind for HTTP
+    #[arg(long, env = "CODING_TOOLS_MCP_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port to bind for HTTP (0 picks a free port, printed on stderr)
+    #[arg(long, env = "CODING_TOOLS_MCP_PORT", default_value_t = 8000)]
+    pub port: u16,
+
+    /// Serve newline-delimited JSON-RPC on stdin/stdout instead of HTTP
+    #[arg(long)]
+    pub stdio: bool,
+
+    /// Require `Authorization: Bearer <token>` on /mcp
+    #[arg(long, env = "CODING_TOOLS_MCP_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+
+    /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE)
+    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE")]
+    pub oauth_mode: bool,
+
+    /// Baseline environment that exec_command children inherit
+    #[arg(long, env = "CODING_TOOLS_MCP_SHELL_ENV_INHERIT", value_enum, default_value_t = ShellEnvInherit::Core)]
+    pub shell_env_inherit: ShellEnvInherit,
+
+    /// Command policy: safe refuses network, shell expansion and inline scripts;
+    /// trusted allows local development; dangerous disables the gates
+    #[arg(long, env = "CODING_TOOLS_MCP_PERMISSION_MODE", value_enum)]
+    pub permission_mode: Option<PermissionMode>,
+
+    /// Allow network-looking commands without opening any other gate
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK")]
+    pub allow_network: bool,
+
+    /// Serve view_image (on by default; CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0 removes it)
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value = "true",
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub enable_view_image: bool,
+
+    /// Alias of --permission-mode dangerous (workspace path boundaries still apply)
+    #[arg(long)]
+    pub dangerously_skip_all_permissions: bool,
+
+    /// Report every tool as read-only in tools/list for clients that refuse
+    /// mutating tools; mutation still happens. Requires dangerous mode, and
+    /// authentication over HTTP; server_info and the server card keep the real
+    /// annotations
+    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_FAKE_READONLY_ANNOTATIONS")]
+    pub dangerously_fake_readonly_annotations: bool,
+
+    /// Longest synchronous wait of one request, in seconds (HTTP clients may ask
+    /// for less, or up to this, with X-Coding-Tools-Budget-Secs)
+    #[arg(long, env = "CODING_TOOLS_MCP_MAX_WAIT_SECS", default_value_t = 30)]
+    pub max_wait_secs: u64,
+
+    /// Append structuredContent as JSON text for text-only clients
+    #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON")]
+    pub text_json: bool,
+
+    /// Write a JSON-lines trace to stderr (CODING_TOOLS_MCP_TRACE=1, or =full for payload sizes and redacted previews)
+    #[arg(long)]
+    pub trace: bool,
+
+    /// Write the trace to this file instead of stderr
+    #[arg(long, value_name = "PATH")]
+    pub trace_file: Option<PathBuf>,
+
+    /// Extra allowed browser Origin for HTTP (repeatable; loopback origins are always allowed)
+    #[arg(long = "allowed-origin", env = "CODING_TOOLS_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+}
+
+/// `--shell-env-inherit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShellEnvInherit {
+    Core,
+    All,
+    None,
+}
+
+/// `--permission-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionMode {
+    Safe,
+    Trusted,
+    Dangerous,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Safe => "safe",
+            Self::Trusted => "trusted",
+            Self::Dangerous => "dangerous",
+        }
+    }
+}
+
+impl ShellEnvInherit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Core => "core",
+            Self::All => "all",
+            Self::None => "none",
+        }
+    }
+}
+
+/// How much the trace records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceLevel {
+    Off,
+    Metadata,
+    Full,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub workspace: PathBuf,
+    pub host: String,
+    pub port: u16,
+    pub stdio: bool,
+    pub auth_token: Option<String>,
+    pub shell_env_inherit: ShellEnvInherit,
+    pub permission_mode: PermissionMode,
+    pub allow_network: bool,
+    pub view_image: bool,
+    pub dangerously_skip_all_permissions: bool,
+    pub fake_readonly_annotations: bool,
+    pub max_wait_secs: u64,
+    pub text_json: bool,
+    pub trace: TraceLevel,
+    pub trace_file: Option<PathBuf>,
+    pub allowed_origins: Vec<String>,
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.trim_matches(['[', ']'])
+        .parse::<IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `CODING_TOOLS_MCP_TRACE`: unset/0/false → off, `full` → full, anything else → metadata.
+pub fn trace_level(flag: bool, env: Option<&str>) -> TraceLevel {
+    match env.map(str::trim) {
+        Some("full") => TraceLevel::Full,
+        Some("" | "0" | "false" | "no" | "off") | None => {
+            if flag {
+                TraceLevel::Metadata
+            } else {
+                TraceLevel::Off
+            }
+        }
+        Some(_) => TraceLevel::Metadata,
+    }
+}
+
+impl Cli {
+    /// Checks the combinations; the error is the one-line reason for exit 2.
+    pub fn validate(self, trace_env: Option<&str>) -> Result<Config, String> {
+        let mode = match (self.permission_mode, self.dangerously_skip_all_permissions) {
+            (Some(m), true) if m != PermissionMode::Dangerous => {
+                return Err(format!(
+                    "--dangerously-skip-all-permissions means --permission-mode dangerous, but --permission-mode {} was given",
+                    m.as_str()
+                ));
+            }
+            (_, true) => PermissionMode::Dangerous,
+            (Some(m), false) => m,
+            (None, false) => PermissionMode::Safe,
+        };
+        let workspace = match self.workspace {
+            Some(w) => w,
+            None => std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+        };
+        if !workspace.is_dir() {
+            return Err(format!(
+                "--workspace {} is not an existing directory",
+                workspace.display()
+            ));
+        }
+        let auth_token = self.auth_token.filter(|t| !t.is_empty());
+        if let Some(t) = &auth_token {
+            if ctm_auth::BearerToken::new(t).is_err() {
+                return Err(
+                    "--auth-token must be visible ASCII without spaces (CODING_TOOLS_MCP_AUTH_TOKEN)"
+                        .into(),
+                );
+            }
+        }
+        if self.oauth_mode {
+            return Err("--oauth-mode (CODING_TOOLS_MCP_OAUTH_MODE) is not available in this build yet; use --auth-token for HTTP authentication".into());
+        }
+        let authenticated = auth_token.is_some();
+        if self.dangerously_fake_readonly_annotations {
+            if mode != PermissionMode::Dangerous {
+                return Err("--dangerously-fake-readonly-annotations requires --permission-mode dangerous".into());
+            }
+            if !self.stdio && !authenticated {
+                return Err("--dangerously-fake-readonly-annotations over HTTP requires --auth-token".into());
+            }
+        }
+        if !self.stdio && !is_loopback_host(&self.host) && !authenticated {
+            return Err(format!(
+                "binding {} (not loopback) requires --auth-token; bind 127.0.0.1 or set a token",
+                self.host
+            ));
+        }
+        if self.max_wait_secs == 0 {
+            return Err("--max-wait-secs must be at least 1".into());
+        }
+        Ok(Config {
+            workspace,
+            host: self.host,
+            port: self.port,
+            stdio: self.stdio,
+            auth_token,
+            shell_env_inherit: self.shell_env_inherit,
+            permission_mode: mode,
+            allow_network: self.allow_network,
+            view_image: self.enable_view_image,
+            dangerously_skip_all_permissions: self.dangerously_skip_all_permissions,
+            fake_readonly_annotations: self.dangerously_fake_readonly_annotations,
+            max_wait_secs: self.max_wait_secs,
+            text_json: self.text_json,
+            trace: trace_level(self.trace, trace_env),
+            trace_file: self.trace_file,
+            allowed_origins: self.allowed_origins.into_iter().filter(|o| !o.is_empty()).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let mut all = vec!["coding-tools-mcp", "--workspace", "."];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).map_err(|e| e.to_string())?.validate(None)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.port, 8000);
+        assert_eq!(c.permission_mode, PermissionMode::Safe);
+        assert!(c.view_image);
+        assert_eq!(c.max_wait_secs, 30);
+    }
+
+    #[test]
+    fn invalid_combinations() {
+        assert!(parse(&["--dangerously-fake-readonly-annotations", "--stdio"]).is_err());
+        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous"]).is_err());
+        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous", "--stdio"]).is_ok());
+        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous", "--auth-token", "t"]).is_ok());
+        assert!(parse(&["--dangerously-skip-all-permissions", "--permission-mode", "safe"]).is_err());
+        assert_eq!(parse(&["--dangerously-skip-all-permissions"]).unwrap().permission_mode, PermissionMode::Dangerous);
+        assert!(parse(&["--host", "0.0.0.0"]).is_err());
+        assert!(parse(&["--host", "0.0.0.0", "--auth-token", "t"]).is_ok());
+        assert!(parse(&["--host", "::1"]).is_ok());
+        assert!(parse(&["--max-wait-secs", "0"]).is_err());
+        assert!(parse(&["--auth-token", "a b"]).is_err());
+        assert!(parse(&["--oauth-mode"]).is_err());
+        assert!(parse(&["--enable-view-image", "0"]).is_ok_and(|c| !c.view_image));
+        assert!(parse(&["--enable-view-image"]).is_ok_and(|c| c.view_image));
+    }
+
+    #[test]
+    fn trace_levels() {
+        assert_eq!(trace_level(false, None), TraceLevel::Off);
+        assert_eq!(trace_level(false, Some("0")), TraceLevel::Off);
+        assert_eq!(trace_level(true, None), TraceLevel::Metadata);
+        assert_eq!(trace_level(false, Some("1")), TraceLevel::Metadata);
+        assert_eq!(trace_level(false, Some("full")), TraceLevel::Full);
+    }
+}

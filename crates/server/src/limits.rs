@@ -1,0 +1,65 @@
+//! Every limit of the server, in one value with documented defaults.
+
+use ctm_exec_runtime::RetentionBudget;
+use ctm_workspace_fs::ContextLimits;
+use serde_json::{Value, json};
+
+use crate::envelope::EMERGENCY_TEXT_CEILING;
+
+/// The limits `server_info` reports and every component obeys.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest HTTP request body (1 MiB).
+    pub max_body_bytes: usize,
+    /// Emergency ceiling on one result's text.
+    pub emergency_text_ceiling: usize,
+    /// Deployment maximum synchronous wait (`--max-wait-secs`).
+    pub max_wait_secs: u64,
+    /// How long an HTTP client may take to send its headers.
+    pub header_read_timeout_secs: u64,
+    /// How long shutdown waits for in-flight HTTP requests.
+    pub shutdown_grace_secs: u64,
+    /// Project-context budgets.
+    pub context: ContextLimits,
+    /// Command output retention.
+    pub retention: RetentionBudget,
+}
+
+impl Limits {
+    pub fn new(max_wait_secs: u64) -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+            emergency_text_ceiling: EMERGENCY_TEXT_CEILING,
+            max_wait_secs,
+            header_read_timeout_secs: 10,
+            shutdown_grace_secs: 5,
+            context: ContextLimits::default(),
+            retention: RetentionBudget::default(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let c = &self.context;
+        let r = &self.retention;
+        json!({
+            "max_body_bytes": self.max_body_bytes,
+            "emergency_text_ceiling_bytes": self.emergency_text_ceiling,
+            "max_wait_secs": self.max_wait_secs,
+            "header_read_timeout_secs": self.header_read_timeout_secs,
+            "project_context": {
+                "max_files": c.max_files,
+                "per_file_bytes": c.per_file_bytes,
+                "total_bytes": c.total_bytes,
+                "max_scan_entries": c.max_scan_entries,
+                "max_depth": c.max_depth,
+                "max_nested": c.max_nested,
+            },
+            "commands": {
+                "max_active_commands": r.max_active_commands,
+                "max_retained_commands": r.max_retained_commands,
+                "retained_ttl_secs": r.retained_ttl_secs,
+                "max_total_retained_bytes": r.max_total_bytes,
+            },
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! The composition root: state shared by every client, and the dispatcher.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ctm_exec_runtime::{RuntimeDirs, Gates};
+use ctm_protocol_eras::{
+    Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
+    RpcError, negotiate, server_info,
+};
+use ctm_workspace_fs::{ProjectContext, Workspace, project_context};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{self, ToolSpec};
+use crate::cli::{Config, PermissionMode};
+use crate::envelope::{RenderOptions, ToolError, render};
+use crate::limits::Limits;
+use crate::trace::{Trace, redact};
+use crate::{args, tools};
+
+/// One runtime per workspace, shared by every client of it.
+pub struct Server {
+    pub config: Config,
+    pub workspace: Workspace,
+    pub runtime_dirs: Result<RuntimeDirs, String>,
+    pub limits: Limits,
+    pub trace: Trace,
+}
+
+impl Server {
+    pub fn new(config: Config, workspace: Workspace, trace: Trace) -> Self {
+        let runtime_dirs = RuntimeDirs::create(workspace.root()).map_err(|e| e.to_string());
+        if let Err(e) = &runtime_dirs {
+            tracing::warn!("{e}");
+        }
+        let limits = Limits::new(config.max_wait_secs);
+        Self {
+            config,
+            workspace,
+            runtime_dirs,
+            limits,
+            trace,
+        }
+    }
+
+    pub fn gates(&self) -> Gates {
+        let mode = match self.config.permission_mode {
+            PermissionMode::Safe => ctm_exec_runtime::PermissionMode::Safe,
+            PermissionMode::Trusted => ctm_exec_runtime::PermissionMode::Trusted,
+            PermissionMode::Dangerous => ctm_exec_runtime::PermissionMode::Dangerous,
+        };
+        Gates::for_mode(mode, self.config.allow_network)
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &'static ToolSpec> {
+        catalog::enabled_tools(self.config.view_image)
+    }
+
+    pub fn project_context(&self) -> ProjectContext {
+        project_context(&self.workspace, &self.limits.context)
+    }
+
+    /// The `instructions` of `initialize` and `server/discover`.
+    pub fn instructions(&self) -> String {
+        let ctx = self.project_context();
+        let mut text = format!(
+            "Coding tools for the workspace {}. Paths are relative to that root. Change files only with apply_patch (dry_run=true shows the plan); run commands with exec_command and poll a running one with write_stdin and empty chars.",
+            self.workspace.root().display()
+        );
+        if !ctx.text.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&ctx.text);
+        }
+        if !ctx.nested.is_empty() {
+            text.push_str("\n\nNested instruction files (not loaded; read the one for the directory you work in): ");
+            text.push_str(&ctx.nested.join(", "));
+            if ctx.nested_truncated {
+                text.push_str(", ... (index truncated)");
+            }
+        }
+        text
+    }
+
+    fn capabilities() -> Value {
+        json!({ "tools": { "listChanged": false } })
+    }
+
+    fn initialize(&self, req: &Request) -> MethodOutcome {
+        let requested = req.param_str("protocolVersion");
+        Ok(json!({
+            "protocolVersion": negotiate(requested),
+            "capabilities": Self::capabilities(),
+            "serverInfo": server_info(),
+            "instructions": self.instructions(),
+        }))
+    }
+
+    fn discover(&self) -> MethodOutcome {
+        Ok(json!({
+            "supportedVersions": MODERN_VERSIONS,
+            "capabilities": Self::capabilities(),
+            "instructions": self.instructions(),
+        }))
+    }
+
+    fn tools_list(&self) -> MethodOutcome {
+        let fake = self.config.fake_readonly_annotations;
+        let tools: Vec<Value> = self.tools().map(|t| t.to_json(fake)).collect();
+        Ok(json!({ "tools": tools }))
+    }
+
+    async fn tools_call(&self, req: Request, ctx: RequestContext) -> MethodOutcome {
+        let params = req.params.clone().unwrap_or_default();
+        let name = match params.get("name") {
+            Some(Value::String(n)) => n.clone(),
+            _ => {
+                return Err(RpcError::new(
+                    ErrorCode::InvalidParams,
+                    "params.name must be the name of a tool",
+                    "missing_tool_name",
+                ));
+            }
+        };
+        let arguments = params.get("arguments");
+        if arguments.is_some_and(|a| !a.is_object() && !a.is_null()) {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "params.arguments must be an object",
+                "arguments_not_object",
+            ));
+        }
+        let Some(spec) = catalog::find(&name, self.config.view_image) else {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                format!("Unknown tool: {name}"),
+                "unknown_tool",
+            )
+            .with_data("name", json!(name)));
+        };
+        self.trace_request(&req, &ctx, spec.name, arguments);
+        let started = Instant::now();
+        let outcome = match args::validate(spec, arguments) {
+            Ok(args) => tools::run(self, spec, args, &ctx).await,
+            Err(e) => Err(e),
+        };
+        self.trace_tool_call(spec.name, &outcome, started);
+        Ok(render(
+            outcome,
+            RenderOptions {
+                text_json: self.config.text_json,
+            },
+        ))
+    }
+
+    fn trace_request(&self, req: &Request, ctx: &RequestContext, tool: &str, arguments: Option<&Value>) {
+        if !self.trace.enabled() {
+            return;
+        }
+        let mut f = Map::new();
+        f.insert("era".into(), json!(era_name(ctx.era)));
+        f.insert("method".into(), json!(req.method));
+        f.insert("tool".into(), json!(tool));
+        f.insert("id".into(), req.id.clone().unwrap_or(Value::Null));
+        f.insert("transport".into(), json!(ctx.transport));
+        if self.trace.full() {
+            let args = arguments.cloned().unwrap_or(Value::Null);
+            f.insert("arguments_bytes".into(), json!(args.to_string().len()));
+            f.insert("arguments_preview".into(), redact(&args));
+        }
+        self.trace.event("request", f);
+        let b = ctx.wait_budget;
+        let mut p = Map::new();
+        p.insert("tool".into(), json!(tool));
+        p.insert("effective_wait_secs".into(), json!(b.effective_secs));
+        p.insert("budget_source".into(), json!(b.source.as_str()));
+        p.insert("requested_budget_secs".into(), json!(b.requested_secs));
+        p.insert("deployment_budget_secs".into(), json!(b.deployment_secs));
+        self.trace.event("request_policy_selected", p);
+    }
+
+    fn trace_tool_call(
+        &self,
+        tool: &str,
+        outcome: &Result<crate::envelope::ToolSuccess, ToolError>,
+        started: Instant,
+    ) {
+        if !self.trace.enabled() {
+            return;
+        }
+        let mut f = Map::new();
+        f.insert("tool".into(), json!(tool));
+        f.insert("ok".into(), json!(outcome.is_ok()));
+        f.insert(
+            "error_code".into(),
+            json!(outcome.as_ref().err().map(|e| e.code)),
+        );
+        f.insert(
+            "duration_ms".into(),
+            json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+        );
+        let truncated = outcome
+            .as_ref()
+            .ok()
+            .and_then(|s| s.structured.get("truncated"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        f.insert("truncated".into(), json!(truncated));
+        if self.trace.full() {
+            if let Ok(s) = outcome {
+                f.insert("result_text_bytes".into(), json!(s.text.len()));
+            }
+        }
+        self.trace.event("tool_call", f);
+    }
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Handshake => "handshake",
+        Era::Modern => "2026-07-28",
+    }
+}
+
+/// The dispatcher the transports call, sharing one [`Server`].
+#[derive(Clone)]
+pub struct SharedServer(pub Arc<Server>);
+
+impl Dispatcher for SharedServer {
+    fn handle(
+        &self,
+        method: Method,
+        req: Request,
+        ctx: RequestContext,
+    ) -> impl std::future::Future<Output = MethodOutcome> + Send {
+        let server = self.0.clone();
+        async move {
+            match method {
+                Method::Initialize => server.initialize(&req),
+                Method::Ping => Ok(json!({})),
+                Method::Discover => server.discover(),
+                Method::ToolsList => server.tools_list(),
+                Method::ToolsCall => server.tools_call(req, ctx).await,
+            }
+        }
+    }
+
+    fn notify(&self, req: &Request, era: Era) {
+        tracing::debug!(method = %req.method, era = era_name(era), "notification");
+    }
+}

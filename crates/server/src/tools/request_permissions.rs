@@ -1,0 +1,59 @@
+//! `request_permissions`: this server has no elicitation; it never escalates.
+
+use serde_json::{Map, Value, json};
+
+use crate::cli::PermissionMode;
+use crate::envelope::{Category, ToolError, ToolSuccess};
+use crate::server::Server;
+
+fn how_to_grant(permission: &str) -> &'static str {
+    match permission {
+        "network" => "restart the server with --allow-network (network only) or --permission-mode trusted",
+        "shell_expansion" | "inline_script" => "restart the server with --permission-mode trusted",
+        _ => "restart the server with --permission-mode dangerous",
+    }
+}
+
+pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, ToolError> {
+    let text_arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default();
+    let tool = text_arg("tool_name");
+    let permission = text_arg("permission");
+    let scope = args.get("scope").and_then(Value::as_str).unwrap_or("once");
+    let mode = server.config.permission_mode;
+    if mode != PermissionMode::Dangerous {
+        let grant = how_to_grant(permission);
+        return Err(ToolError {
+            code: "ELICITATION_UNSUPPORTED",
+            message: format!(
+                "This server cannot ask the user for {permission} on {tool}: it does not support MCP elicitation, and {} mode never escalates on request.",
+                mode.as_str()
+            ),
+            category: Category::Permission,
+            retryable: false,
+            details: json!({
+                "tool_name": tool,
+                "permission": permission,
+                "scope": scope,
+                "permission_mode": mode.as_str(),
+                "elicitation": "unsupported",
+                "how_to_grant": grant,
+            }),
+            recovery: format!("Ask the operator to {grant}, or choose an approach that does not need {permission}."),
+        });
+    }
+    let mut s = Map::new();
+    s.insert("granted".into(), json!(true));
+    s.insert("policy".into(), json!("auto_grant"));
+    s.insert("permission_mode".into(), json!("dangerous"));
+    s.insert("tool_name".into(), json!(tool));
+    s.insert("permission".into(), json!(permission));
+    s.insert("scope".into(), json!(scope));
+    s.insert("elicitation".into(), json!("unsupported"));
+    Ok(ToolSuccess {
+        text: format!(
+            "{permission} for {tool} needs no grant: the operator runs this server in dangerous mode, where every permission gate is open (auto-grant policy). Workspace path boundaries still apply."
+        ),
+        structured: s,
+        extra_content: Vec::new(),
+    })
+}

@@ -1,0 +1,150 @@
+//! `server_info`: everything a client may want to know about this deployment.
+
+use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::TOOLS;
+use crate::cli::TraceLevel;
+use crate::envelope::ToolSuccess;
+use crate::server::Server;
+
+/// The truthful annotations of every served tool, whatever `tools/list` shows.
+pub fn real_annotations(server: &Server) -> Map<String, Value> {
+    server
+        .tools()
+        .map(|t| (t.name.to_owned(), t.annotations.to_json(t.title)))
+        .collect()
+}
+
+/// The `annotation_override` report: `null` unless the fake switch is on.
+pub fn annotation_override(server: &Server) -> Value {
+    if !server.config.fake_readonly_annotations {
+        return Value::Null;
+    }
+    let rewritten: Vec<&str> = server
+        .tools()
+        .filter(|t| t.annotations != t.annotations.faked_read_only())
+        .map(|t| t.name)
+        .collect();
+    json!({
+        "mode": "fake_readonly",
+        "flag": "--dangerously-fake-readonly-annotations",
+        "advertised": { "readOnlyHint": true, "destructiveHint": false },
+        "rewritten_tools": rewritten,
+        "note": "tools/list advertises every tool as read-only; mutation and execution still happen. The annotations reported here are the real ones.",
+    })
+}
+
+pub fn run(server: &Server) -> ToolSuccess {
+    let cfg = &server.config;
+    let ctx = server.project_context();
+    let gates = server.gates();
+    let tools: Vec<&str> = server.tools().map(|t| t.name).collect();
+    let runtime = match &server.runtime_dirs {
+        Ok(d) => json!({
+            "runtime_dir": d.root(),
+            "home": d.home(),
+            "tmpdir": d.tmp(),
+            "cache_dir": d.cache(),
+            "error": null,
+        }),
+        Err(e) => json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e }),
+    };
+    let files: Vec<Value> = ctx
+        .files
+        .iter()
+        .map(|f| {
+            json!({
+                "path": f.path,
+                "size_bytes": f.size_bytes,
+                "included_bytes": f.included_bytes,
+                "truncated": f.truncated,
+                "omitted": f.omitted,
+            })
+        })
+        .collect();
+    let r = &server.limits.retention;
+    let mut s = Map::new();
+    s.insert("server".into(), json!(SERVER_NAME));
+    s.insert("title".into(), json!(SERVER_TITLE));
+    s.insert("version".into(), json!(SERVER_VERSION));
+    s.insert("supported_protocol_versions".into(), json!(all_versions_newest_first()));
+    s.insert("workspace".into(), json!(server.workspace.root()));
+    s.insert("transport".into(), json!(if cfg.stdio { "stdio" } else { "streamable-http" }));
+    s.insert("endpoint_path".into(), json!("/mcp"));
+    s.insert("tool_count".into(), json!(tools.len()));
+    s.insert("catalog_size".into(), json!(TOOLS.len()));
+    s.insert("tools".into(), json!(tools));
+    s.insert("annotations".into(), Value::Object(real_annotations(server)));
+    s.insert("annotation_override".into(), annotation_override(server));
+    s.insert(
+        "auth".into(),
+        json!({
+            "enabled": cfg.auth_token.is_some(),
+            "bearer": cfg.auth_token.is_some(),
+            "oauth": false,
+            "applies_to": if cfg.stdio { "none (stdio)" } else { "POST /mcp" },
+        }),
+    );
+    s.insert("auth_enabled".into(), json!(cfg.auth_token.is_some()));
+    s.insert("permission_mode".into(), json!(cfg.permission_mode.as_str()));
+    s.insert("network_allowed".into(), json!(gates.network == ctm_exec_runtime::GateState::Allowed));
+    s.insert("dangerously_skip_all_permissions".into(), json!(cfg.dangerously_skip_all_permissions));
+    s.insert("shell_env_inherit".into(), json!(cfg.shell_env_inherit.as_str()));
+    s.insert("runtime".into(), runtime);
+    s.insert(
+        "exec_policy".into(),
+        json!({
+            "network": gates.network.as_str(),
+            "shell_expansion": gates.shell_expansion.as_str(),
+            "inline_script": gates.inline_script.as_str(),
+            "destructive_command": gates.destructive_command.as_str(),
+            "filesystem_escape": gates.filesystem_escape.as_str(),
+            "privileged_executable": gates.privileged_executable.as_str(),
+            "secret_env_filter": if gates.secret_env_filter { "enabled" } else { "disabled" },
+            "landlock": if gates.landlock { "requested" } else { "off" },
+        }),
+    );
+    s.insert(
+        "output_retention".into(),
+        json!({
+            "buffer_bytes_per_stream": r.buffer_bytes_per_stream,
+            "head_bytes_per_stream": r.head_bytes_per_stream,
+        }),
+    );
+    s.insert(
+        "project_context".into(),
+        json!({
+            "root_instruction_files": files,
+            "nested_instruction_files": ctx.nested,
+            "nested_index_truncated": ctx.nested_truncated,
+            "warnings": ctx.warnings,
+            "instructions_bytes": ctx.text.len(),
+        }),
+    );
+    s.insert("limits".into(), server.limits.to_json());
+    s.insert("max_wait_secs".into(), json!(cfg.max_wait_secs));
+    s.insert("text_json".into(), json!(cfg.text_json));
+    s.insert(
+        "trace".into(),
+        json!(match cfg.trace {
+            TraceLevel::Off => "off",
+            TraceLevel::Metadata => "metadata",
+            TraceLevel::Full => "full",
+        }),
+    );
+    s.insert("telemetry".into(), json!("none"));
+    let text = format!(
+        "{SERVER_NAME} {SERVER_VERSION}\nWorkspace: {}\nTools: {} | Permission mode: {} | Auth: {}\nProtocol versions: {}",
+        server.workspace.root().display(),
+        tools.len(),
+        cfg.permission_mode.as_str(),
+        if cfg.auth_token.is_some() { "bearer" } else { "none" },
+        all_versions_newest_first().join(", "),
+    );
+    ToolSuccess {
+        text,
+        structured: s,
+        extra_content: Vec::new(),
+    }
+}
