@@ -1,1 +1,85 @@
-fn main() {}
+//! `cargo xtask`: the project's automation, in Rust rather than shell.
+//!
+//! * `ci` — everything CI runs: formatting, clippy, every test, the schema
+//!   drift check, and the official Python SDK against the real binary (the SDK
+//!   is installed into a venv under `target/`).
+//! * `schema [--write]` — renders `docs/tools.md` from the binary's
+//!   `tools/list` and fails when the committed file differs.
+//! * `bench [--runs N] [--peer CMD]` — start-up to the first `tools/list`
+//!   answer over stdio, against `cat` echoing a line (and, with `--peer`,
+//!   against another server command), as ratios measured in the same run.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::disallowed_methods,
+    reason = "xtask is a developer tool: it prints reports, drives processes and reads files"
+)]
+
+mod bench;
+mod ci;
+mod schema;
+#[cfg(test)]
+mod tidy;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = args.split_first() else {
+        bail!("usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD]>");
+    };
+    match cmd.as_str() {
+        "ci" => ci::run(rest),
+        "schema" => schema::run(rest.iter().any(|a| a == "--write")),
+        "bench" => bench::run(rest),
+        other => bail!("unknown xtask command: {other}"),
+    }
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+/// Runs a command in the root, echoing it, and fails when it fails.
+pub fn run_cmd(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// `cargo` with the same toolchain that runs xtask.
+pub fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Builds the server binary and returns its path.
+pub fn build_server(release: bool) -> Result<PathBuf> {
+    let mut c = cargo();
+    c.args(["build", "--quiet", "-p", "coding-tools-mcp"]);
+    if release {
+        c.arg("--release");
+    }
+    run_cmd(&mut c)?;
+    let profile = if release { "release" } else { "debug" };
+    Ok(target_dir().join(profile).join("coding-tools-mcp"))
+}
+
+/// The cargo target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}

@@ -23,7 +23,11 @@ pub enum GateState {
 
 impl GateState {
     fn from_allowed(allowed: bool) -> Self {
-        if allowed { Self::Allowed } else { Self::Blocked }
+        if allowed {
+            Self::Allowed
+        } else {
+            Self::Blocked
+        }
     }
 
     /// Stable name.

@@ -215,10 +215,10 @@ fn prepare_modern(req: Request, headers: Option<&MirrorHeaders>) -> Prepared {
         Ok(v) => v.to_owned(),
         Err(e) => return reply_to(&req, Era::Modern, e.code.http_status(Era::Modern), &e),
     };
-    if let Some(h) = headers {
-        if let Err(e) = check_mirror_headers(&req, &version, h) {
-            return reply_to(&req, Era::Modern, 400, &e);
-        }
+    if let Some(h) = headers
+        && let Err(e) = check_mirror_headers(&req, &version, h)
+    {
+        return reply_to(&req, Era::Modern, 400, &e);
     }
     if req.is_notification() {
         return Prepared::Notification(req, Era::Modern);

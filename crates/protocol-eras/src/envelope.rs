@@ -54,7 +54,7 @@ pub struct Rejection {
 
 /// Parses one message: `-32700` for bytes that are not JSON, `-32600` for a batch
 /// or an envelope that is not JSON-RPC 2.0.
-pub fn parse_message(bytes: &[u8]) -> Result<Message, Rejection> {
+pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| Rejection {
         error: RpcError::new(
             ErrorCode::ParseError,
@@ -64,7 +64,7 @@ pub fn parse_message(bytes: &[u8]) -> Result<Message, Rejection> {
         id: None,
         status: 400,
     })?;
-    from_value(value)
+    from_value(value).map_err(Box::new)
 }
 
 fn invalid(message: &str, reason: &str, id: Option<Value>) -> Rejection {
@@ -79,6 +79,7 @@ fn invalid(message: &str, reason: &str, id: Option<Value>) -> Rejection {
     }
 }
 
+#[allow(clippy::result_large_err, reason = "boxed once by parse_message")]
 fn from_value(value: Value) -> Result<Message, Rejection> {
     let mut obj = match value {
         Value::Object(obj) => obj,
@@ -151,7 +152,7 @@ mod tests {
     use serde_json::json;
 
     fn reject(bytes: &[u8]) -> Rejection {
-        parse_message(bytes).unwrap_err()
+        *parse_message(bytes).unwrap_err()
     }
 
     #[test]

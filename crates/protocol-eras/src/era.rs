@@ -80,14 +80,14 @@ pub fn validate_modern_meta(req: &Request) -> Result<&str, RpcError> {
             ));
         }
     }
-    if let Some(info) = meta.get(META_CLIENT_INFO) {
-        if !info.is_object() {
-            return Err(meta_error(
-                META_CLIENT_INFO,
-                "must be an object",
-                "invalid_meta",
-            ));
-        }
+    if let Some(info) = meta.get(META_CLIENT_INFO)
+        && !info.is_object()
+    {
+        return Err(meta_error(
+            META_CLIENT_INFO,
+            "must be an object",
+            "invalid_meta",
+        ));
     }
     if !MODERN_VERSIONS.contains(&version) {
         return Err(RpcError {

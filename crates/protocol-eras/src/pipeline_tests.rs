@@ -14,6 +14,10 @@ use crate::*;
 struct Echo;
 
 impl Dispatcher for Echo {
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "mirrors the trait's Send-bounded signature"
+    )]
     fn handle(
         &self,
         method: Method,

@@ -16,7 +16,10 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Validates `arguments` for `spec`; returns them with integers canonical and
 /// optional nulls dropped.
-pub fn validate(spec: &ToolSpec, arguments: Option<&Value>) -> Result<Map<String, Value>, ToolError> {
+pub fn validate(
+    spec: &ToolSpec,
+    arguments: Option<&Value>,
+) -> Result<Map<String, Value>, ToolError> {
     let given = match arguments {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
@@ -77,13 +80,13 @@ fn check(p: &Param, v: &Value) -> Result<Value, ToolError> {
             let Value::String(s) = v else {
                 return Err(wrong("a string"));
             };
-            if let Some(min) = min_len {
-                if (s.chars().count() as u64) < min {
-                    return Err(invalid(
-                        format!("{} must not be empty", p.name),
-                        json!({ "reason": "too_short", "argument": p.name, "min_length": min }),
-                    ));
-                }
+            if let Some(min) = min_len
+                && (s.chars().count() as u64) < min
+            {
+                return Err(invalid(
+                    format!("{} must not be empty", p.name),
+                    json!({ "reason": "too_short", "argument": p.name, "min_length": min }),
+                ));
             }
             if !choices.is_empty() && !choices.contains(&s.as_str()) {
                 return Err(invalid(
@@ -191,15 +194,26 @@ mod tests {
 
     #[test]
     fn integral_floats_are_integers() {
-        let out = read_file(parse(r#"{"path":"a","start_line":12.0,"max_bytes":30000.0}"#)).unwrap();
+        let out = read_file(parse(
+            r#"{"path":"a","start_line":12.0,"max_bytes":30000.0}"#,
+        ))
+        .unwrap();
         assert_eq!(serde_json::to_string(&out["start_line"]).unwrap(), "12");
         assert_eq!(serde_json::to_string(&out["max_bytes"]).unwrap(), "30000");
     }
 
     #[test]
     fn max_safe_integer_decodes_exactly() {
-        for text in ["9007199254740991", "9007199254740991.0", "9.007199254740991e15"] {
-            assert_eq!(integral("x", &parse(text)).unwrap(), 9_007_199_254_740_991, "{text}");
+        for text in [
+            "9007199254740991",
+            "9007199254740991.0",
+            "9.007199254740991e15",
+        ] {
+            assert_eq!(
+                integral("x", &parse(text)).unwrap(),
+                9_007_199_254_740_991,
+                "{text}"
+            );
         }
         for text in ["9007199254740992", "9007199254740992.0", "1e300"] {
             assert!(integral("x", &parse(text)).is_err(), "{text}");

@@ -10,7 +10,8 @@ use crate::tools::real_annotations;
 pub fn server_card(server: &Server) -> Value {
     let tools: Vec<&str> = server.tools().map(|t| t.name).collect();
     let (ro, rw): (Vec<_>, Vec<_>) = server.tools().partition(|t| t.annotations.read_only);
-    let names = |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    let names =
+        |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
     let auth = if server.config.auth_token.is_some() {
         json!({ "type": "bearer", "scheme": "Bearer", "header": "Authorization", "required": true })
     } else {

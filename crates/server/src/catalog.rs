@@ -159,11 +159,27 @@ pub const TOOLS: &[ToolSpec] = &[
         annotations: READ_ONLY,
         params: &[
             req("path", non_empty(), "Workspace-relative file path."),
-            opt("start_line", int(1, None, Some(1)), "First line to return (1-based)."),
-            opt("end_line", int(1, None, None), "Last line to return (inclusive)."),
+            opt(
+                "start_line",
+                int(1, None, Some(1)),
+                "First line to return (1-based).",
+            ),
+            opt(
+                "end_line",
+                int(1, None, None),
+                "Last line to return (inclusive).",
+            ),
             opt("max_lines", int(1, None, None), "Most lines to return."),
-            opt("max_bytes", int(1, Some(MIB), Some(128 * 1024)), "Most bytes of content to return."),
-            opt("encoding", choice(&["utf-8"], Some("utf-8")), "Text encoding; only utf-8."),
+            opt(
+                "max_bytes",
+                int(1, Some(MIB), Some(128 * 1024)),
+                "Most bytes of content to return.",
+            ),
+            opt(
+                "encoding",
+                choice(&["utf-8"], Some("utf-8")),
+                "Text encoding; only utf-8.",
+            ),
         ],
     },
     ToolSpec {
@@ -174,11 +190,31 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[
             PATH_DOT,
             opt("recursive", boolean(false), "Descend into subdirectories."),
-            opt("max_depth", int(1, Some(20), Some(1)), "Deepest level listed when recursive."),
-            opt("max_entries", int(1, Some(10_000), Some(1_000)), "Most entries returned."),
-            opt("include_hidden", boolean(false), "Include dot-files and dot-directories."),
-            opt("include_ignored", boolean(false), "Include entries ignored by .gitignore/.ignore."),
-            opt("sort", choice(&["name", "type", "modified"], Some("name")), "Order of entries."),
+            opt(
+                "max_depth",
+                int(1, Some(20), Some(1)),
+                "Deepest level listed when recursive.",
+            ),
+            opt(
+                "max_entries",
+                int(1, Some(10_000), Some(1_000)),
+                "Most entries returned.",
+            ),
+            opt(
+                "include_hidden",
+                boolean(false),
+                "Include dot-files and dot-directories.",
+            ),
+            opt(
+                "include_ignored",
+                boolean(false),
+                "Include entries ignored by .gitignore/.ignore.",
+            ),
+            opt(
+                "sort",
+                choice(&["name", "type", "modified"], Some("name")),
+                "Order of entries.",
+            ),
         ],
     },
     ToolSpec {
@@ -188,13 +224,41 @@ pub const TOOLS: &[ToolSpec] = &[
         annotations: READ_ONLY,
         params: &[
             PATH_DOT,
-            opt("patterns", Kind::StrList, "Glob patterns a file must match (any of them)."),
-            opt("glob", string(), "A single glob pattern (same as patterns=[glob])."),
-            opt("exclude_patterns", Kind::StrList, "Glob patterns of files to leave out."),
-            opt("include_hidden", boolean(false), "Include dot-files and dot-directories."),
-            opt("include_ignored", boolean(false), "Include files ignored by .gitignore/.ignore."),
-            opt("max_results", int(1, Some(50_000), Some(5_000)), "Most files returned."),
-            opt("sort", choice(&["path", "modified"], Some("path")), "Order of files."),
+            opt(
+                "patterns",
+                Kind::StrList,
+                "Glob patterns a file must match (any of them).",
+            ),
+            opt(
+                "glob",
+                string(),
+                "A single glob pattern (same as patterns=[glob]).",
+            ),
+            opt(
+                "exclude_patterns",
+                Kind::StrList,
+                "Glob patterns of files to leave out.",
+            ),
+            opt(
+                "include_hidden",
+                boolean(false),
+                "Include dot-files and dot-directories.",
+            ),
+            opt(
+                "include_ignored",
+                boolean(false),
+                "Include files ignored by .gitignore/.ignore.",
+            ),
+            opt(
+                "max_results",
+                int(1, Some(50_000), Some(5_000)),
+                "Most files returned.",
+            ),
+            opt(
+                "sort",
+                choice(&["path", "modified"], Some("path")),
+                "Order of files.",
+            ),
         ],
     },
     ToolSpec {
@@ -205,14 +269,38 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[
             req("query", non_empty(), "Text or regular expression to find."),
             PATH_DOT,
-            opt("regex", boolean(false), "Treat query as a regular expression."),
+            opt(
+                "regex",
+                boolean(false),
+                "Treat query as a regular expression.",
+            ),
             opt("case_sensitive", boolean(false), "Match case exactly."),
-            opt("include_globs", Kind::StrList, "Only search files matching these globs."),
+            opt(
+                "include_globs",
+                Kind::StrList,
+                "Only search files matching these globs.",
+            ),
             opt("glob", string(), "A single include glob."),
-            opt("exclude_globs", Kind::StrList, "Skip files matching these globs."),
-            opt("context_lines", int(0, Some(5), Some(0)), "Lines of context around each match."),
-            opt("max_results", int(1, Some(10_000), Some(1_000)), "Most matches returned."),
-            opt("max_preview_bytes", int(80, Some(4_096), Some(512)), "Longest preview of one matching line."),
+            opt(
+                "exclude_globs",
+                Kind::StrList,
+                "Skip files matching these globs.",
+            ),
+            opt(
+                "context_lines",
+                int(0, Some(5), Some(0)),
+                "Lines of context around each match.",
+            ),
+            opt(
+                "max_results",
+                int(1, Some(10_000), Some(1_000)),
+                "Most matches returned.",
+            ),
+            opt(
+                "max_preview_bytes",
+                int(80, Some(4_096), Some(512)),
+                "Longest preview of one matching line.",
+            ),
         ],
     },
     ToolSpec {
@@ -226,8 +314,16 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: &[
-            req("patch", non_empty(), "The patch text, from *** Begin Patch to *** End Patch."),
-            opt("dry_run", boolean(false), "Plan and report without writing."),
+            req(
+                "patch",
+                non_empty(),
+                "The patch text, from *** Begin Patch to *** End Patch.",
+            ),
+            opt(
+                "dry_run",
+                boolean(false),
+                "Plan and report without writing.",
+            ),
         ],
     },
     ToolSpec {
@@ -242,14 +338,42 @@ pub const TOOLS: &[ToolSpec] = &[
         },
         params: &[
             req("cmd", non_empty(), "The command line, run by the shell."),
-            opt("workdir", string_or("."), "Workspace-relative working directory."),
+            opt(
+                "workdir",
+                string_or("."),
+                "Workspace-relative working directory.",
+            ),
             opt("cwd", string(), "Alias of workdir."),
-            opt("timeout_ms", int(1, Some(600_000), Some(30_000)), "Kill the command after this long."),
-            opt("yield_time_ms", int(0, Some(30_000), Some(10_000)), "Longest wait before answering running."),
-            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
-            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
-            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
-            opt("stdin", string_or(""), "Text written to stdin before it is closed (pipe mode)."),
+            opt(
+                "timeout_ms",
+                int(1, Some(600_000), Some(30_000)),
+                "Kill the command after this long.",
+            ),
+            opt(
+                "yield_time_ms",
+                int(0, Some(30_000), Some(10_000)),
+                "Longest wait before answering running.",
+            ),
+            opt(
+                "max_output_bytes",
+                int(1, Some(MIB), Some(64 * 1024)),
+                "Most output bytes in this answer.",
+            ),
+            opt(
+                "verbosity",
+                choice(VERBOSITY, None),
+                "How much output to include.",
+            ),
+            opt(
+                "preview_bytes",
+                int(1, Some(MIB), Some(4_096)),
+                "Preview size for summary/preview verbosity.",
+            ),
+            opt(
+                "stdin",
+                string_or(""),
+                "Text written to stdin before it is closed (pipe mode).",
+            ),
             opt("tty", boolean(false), "Run under a pseudo-terminal."),
             opt("env", Kind::StrMap, "Extra environment variables."),
         ],
@@ -265,12 +389,32 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: &[
-            req("command_id", non_empty(), "The command_id returned by exec_command."),
+            req(
+                "command_id",
+                non_empty(),
+                "The command_id returned by exec_command.",
+            ),
             opt("chars", string_or(""), "Text to write; empty to poll."),
-            opt("yield_time_ms", int(0, Some(30_000), Some(10_000)), "Longest wait for output."),
-            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
-            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
-            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
+            opt(
+                "yield_time_ms",
+                int(0, Some(30_000), Some(10_000)),
+                "Longest wait for output.",
+            ),
+            opt(
+                "max_output_bytes",
+                int(1, Some(MIB), Some(64 * 1024)),
+                "Most output bytes in this answer.",
+            ),
+            opt(
+                "verbosity",
+                choice(VERBOSITY, None),
+                "How much output to include.",
+            ),
+            opt(
+                "preview_bytes",
+                int(1, Some(MIB), Some(4_096)),
+                "Preview size for summary/preview verbosity.",
+            ),
         ],
     },
     ToolSpec {
@@ -285,12 +429,36 @@ pub const TOOLS: &[ToolSpec] = &[
         },
         params: &[
             req("command_id", non_empty(), "The command to stop."),
-            opt("signal", choice(&["TERM", "KILL", "INT"], Some("TERM")), "First signal sent."),
-            opt("wait_ms", int(0, Some(30_000), Some(5_000)), "Wait after the first signal before KILL."),
-            opt("kill_wait_ms", int(0, Some(30_000), Some(2_000)), "Wait after KILL."),
-            opt("max_output_bytes", int(1, Some(MIB), Some(64 * 1024)), "Most output bytes in this answer."),
-            opt("verbosity", choice(VERBOSITY, None), "How much output to include."),
-            opt("preview_bytes", int(1, Some(MIB), Some(4_096)), "Preview size for summary/preview verbosity."),
+            opt(
+                "signal",
+                choice(&["TERM", "KILL", "INT"], Some("TERM")),
+                "First signal sent.",
+            ),
+            opt(
+                "wait_ms",
+                int(0, Some(30_000), Some(5_000)),
+                "Wait after the first signal before KILL.",
+            ),
+            opt(
+                "kill_wait_ms",
+                int(0, Some(30_000), Some(2_000)),
+                "Wait after KILL.",
+            ),
+            opt(
+                "max_output_bytes",
+                int(1, Some(MIB), Some(64 * 1024)),
+                "Most output bytes in this answer.",
+            ),
+            opt(
+                "verbosity",
+                choice(VERBOSITY, None),
+                "How much output to include.",
+            ),
+            opt(
+                "preview_bytes",
+                int(1, Some(MIB), Some(4_096)),
+                "Preview size for summary/preview verbosity.",
+            ),
         ],
     },
     ToolSpec {
@@ -299,10 +467,26 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: &[
-            req("output_ref", non_empty(), "The output_ref from a command result."),
-            opt("stream", choice(&["stdout", "stderr"], None), "Stream, when output_ref names a command."),
-            opt("offset", int(0, None, Some(0)), "Absolute byte offset to read from."),
-            opt("limit", int(1, Some(MIB), Some(4_096)), "Most bytes returned."),
+            req(
+                "output_ref",
+                non_empty(),
+                "The output_ref from a command result.",
+            ),
+            opt(
+                "stream",
+                choice(&["stdout", "stderr"], None),
+                "Stream, when output_ref names a command.",
+            ),
+            opt(
+                "offset",
+                int(0, None, Some(0)),
+                "Absolute byte offset to read from.",
+            ),
+            opt(
+                "limit",
+                int(1, Some(MIB), Some(4_096)),
+                "Most bytes returned.",
+            ),
         ],
     },
     ToolSpec {
@@ -313,7 +497,11 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[
             PATH_DOT,
             opt("include_untracked", boolean(true), "List untracked files."),
-            opt("max_entries", int(1, Some(10_000), Some(1_000)), "Most entries returned."),
+            opt(
+                "max_entries",
+                int(1, Some(10_000), Some(1_000)),
+                "Most entries returned.",
+            ),
         ],
     },
     ToolSpec {
@@ -326,8 +514,16 @@ pub const TOOLS: &[ToolSpec] = &[
             opt("paths", Kind::StrList, "Limit the diff to these paths."),
             opt("staged", boolean(false), "Include staged changes."),
             opt("unstaged", boolean(true), "Include unstaged changes."),
-            opt("context_lines", int(0, Some(20), Some(3)), "Lines of context per hunk."),
-            opt("max_bytes", int(1, Some(MIB), Some(256 * 1024)), "Most diff bytes returned."),
+            opt(
+                "context_lines",
+                int(0, Some(20), Some(3)),
+                "Lines of context per hunk.",
+            ),
+            opt(
+                "max_bytes",
+                int(1, Some(MIB), Some(256 * 1024)),
+                "Most diff bytes returned.",
+            ),
         ],
     },
     ToolSpec {
@@ -338,8 +534,16 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[
             PATH_DOT,
             opt("ref", string_or("HEAD"), "Ref or revision to start from."),
-            opt("max_count", int(1, Some(100), Some(20)), "Most commits returned."),
-            opt("skip", int(0, Some(10_000), Some(0)), "Commits to skip first."),
+            opt(
+                "max_count",
+                int(1, Some(100), Some(20)),
+                "Most commits returned.",
+            ),
+            opt(
+                "skip",
+                int(0, Some(10_000), Some(0)),
+                "Commits to skip first.",
+            ),
         ],
     },
     ToolSpec {
@@ -349,11 +553,23 @@ pub const TOOLS: &[ToolSpec] = &[
         annotations: READ_ONLY,
         params: &[
             opt("rev", string_or("HEAD"), "Revision to show."),
-            opt("path", string(), "A file to show at rev, or a path filter for the diff."),
+            opt(
+                "path",
+                string(),
+                "A file to show at rev, or a path filter for the diff.",
+            ),
             opt("paths", Kind::StrList, "Path filters for the diff."),
             opt("include_diff", boolean(true), "Include the diff."),
-            opt("context_lines", int(0, Some(20), Some(3)), "Lines of context per hunk."),
-            opt("max_bytes", int(1, Some(MIB), Some(256 * 1024)), "Most bytes returned."),
+            opt(
+                "context_lines",
+                int(0, Some(20), Some(3)),
+                "Lines of context per hunk.",
+            ),
+            opt(
+                "max_bytes",
+                int(1, Some(MIB), Some(256 * 1024)),
+                "Most bytes returned.",
+            ),
         ],
     },
     ToolSpec {
@@ -366,7 +582,11 @@ pub const TOOLS: &[ToolSpec] = &[
             opt("rev", string(), "Revision to blame at; defaults to HEAD."),
             opt("start_line", int(1, None, Some(1)), "First line (1-based)."),
             opt("end_line", int(1, None, None), "Last line (inclusive)."),
-            opt("max_lines", int(1, Some(1_000), Some(200)), "Most lines returned."),
+            opt(
+                "max_lines",
+                int(1, Some(1_000), Some(200)),
+                "Most lines returned.",
+            ),
         ],
     },
     ToolSpec {
@@ -380,7 +600,11 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: &[
-            req("tool_name", choice(&["exec_command", "apply_patch"], None), "The tool that needs the permission."),
+            req(
+                "tool_name",
+                choice(&["exec_command", "apply_patch"], None),
+                "The tool that needs the permission.",
+            ),
             req(
                 "permission",
                 choice(
@@ -399,9 +623,21 @@ pub const TOOLS: &[ToolSpec] = &[
                 "The permission named by the refusal.",
             ),
             req("reason", non_empty(), "Why it is needed."),
-            req("arguments", Kind::Object, "The arguments of the refused call."),
-            opt("scope", choice(&["once", "session"], Some("once")), "How long the grant would last."),
-            opt("ttl_seconds", int(1, Some(3_600), Some(300)), "Lifetime of a session grant."),
+            req(
+                "arguments",
+                Kind::Object,
+                "The arguments of the refused call.",
+            ),
+            opt(
+                "scope",
+                choice(&["once", "session"], Some("once")),
+                "How long the grant would last.",
+            ),
+            opt(
+                "ttl_seconds",
+                int(1, Some(3_600), Some(300)),
+                "Lifetime of a session grant.",
+            ),
         ],
     },
     ToolSpec {
@@ -411,10 +647,26 @@ pub const TOOLS: &[ToolSpec] = &[
         annotations: READ_ONLY,
         params: &[
             req("path", non_empty(), "Workspace-relative image path."),
-            opt("max_bytes", int(1_024, Some(10 * MIB), Some(5 * MIB)), "Largest image returned."),
-            opt("max_width", int(1, Some(10_000), Some(2_000)), "Widest image returned."),
-            opt("max_height", int(1, Some(10_000), Some(2_000)), "Tallest image returned."),
-            opt("auto_resize", boolean(true), "Shrink images that exceed the limits."),
+            opt(
+                "max_bytes",
+                int(1_024, Some(10 * MIB), Some(5 * MIB)),
+                "Largest image returned.",
+            ),
+            opt(
+                "max_width",
+                int(1, Some(10_000), Some(2_000)),
+                "Widest image returned.",
+            ),
+            opt(
+                "max_height",
+                int(1, Some(10_000), Some(2_000)),
+                "Tallest image returned.",
+            ),
+            opt(
+                "auto_resize",
+                boolean(true),
+                "Shrink images that exceed the limits.",
+            ),
         ],
     },
 ];
@@ -533,7 +785,7 @@ impl ToolSpec {
     }
 
     /// The tool as `tools/list` shows it.
-    pub fn to_json(&self, fake_read_only: bool) -> Value {
+    pub fn listing(self, fake_read_only: bool) -> Value {
         let ann = if fake_read_only {
             self.annotations.faked_read_only()
         } else {
@@ -584,22 +836,147 @@ mod tests {
         let expected: &[(&str, &[&str])] = &[
             ("server_info", &[]),
             ("check_exec_environment", &[]),
-            ("read_file", &["path", "start_line", "end_line", "max_lines", "max_bytes", "encoding"]),
-            ("list_dir", &["path", "recursive", "max_depth", "max_entries", "include_hidden", "include_ignored", "sort"]),
-            ("list_files", &["path", "patterns", "glob", "exclude_patterns", "include_hidden", "include_ignored", "max_results", "sort"]),
-            ("search_text", &["query", "path", "regex", "case_sensitive", "include_globs", "glob", "exclude_globs", "context_lines", "max_results", "max_preview_bytes"]),
+            (
+                "read_file",
+                &[
+                    "path",
+                    "start_line",
+                    "end_line",
+                    "max_lines",
+                    "max_bytes",
+                    "encoding",
+                ],
+            ),
+            (
+                "list_dir",
+                &[
+                    "path",
+                    "recursive",
+                    "max_depth",
+                    "max_entries",
+                    "include_hidden",
+                    "include_ignored",
+                    "sort",
+                ],
+            ),
+            (
+                "list_files",
+                &[
+                    "path",
+                    "patterns",
+                    "glob",
+                    "exclude_patterns",
+                    "include_hidden",
+                    "include_ignored",
+                    "max_results",
+                    "sort",
+                ],
+            ),
+            (
+                "search_text",
+                &[
+                    "query",
+                    "path",
+                    "regex",
+                    "case_sensitive",
+                    "include_globs",
+                    "glob",
+                    "exclude_globs",
+                    "context_lines",
+                    "max_results",
+                    "max_preview_bytes",
+                ],
+            ),
             ("apply_patch", &["patch", "dry_run"]),
-            ("exec_command", &["cmd", "workdir", "cwd", "timeout_ms", "yield_time_ms", "max_output_bytes", "verbosity", "preview_bytes", "stdin", "tty", "env"]),
-            ("write_stdin", &["command_id", "chars", "yield_time_ms", "max_output_bytes", "verbosity", "preview_bytes"]),
-            ("kill_command", &["command_id", "signal", "wait_ms", "kill_wait_ms", "max_output_bytes", "verbosity", "preview_bytes"]),
+            (
+                "exec_command",
+                &[
+                    "cmd",
+                    "workdir",
+                    "cwd",
+                    "timeout_ms",
+                    "yield_time_ms",
+                    "max_output_bytes",
+                    "verbosity",
+                    "preview_bytes",
+                    "stdin",
+                    "tty",
+                    "env",
+                ],
+            ),
+            (
+                "write_stdin",
+                &[
+                    "command_id",
+                    "chars",
+                    "yield_time_ms",
+                    "max_output_bytes",
+                    "verbosity",
+                    "preview_bytes",
+                ],
+            ),
+            (
+                "kill_command",
+                &[
+                    "command_id",
+                    "signal",
+                    "wait_ms",
+                    "kill_wait_ms",
+                    "max_output_bytes",
+                    "verbosity",
+                    "preview_bytes",
+                ],
+            ),
             ("read_output", &["output_ref", "stream", "offset", "limit"]),
             ("git_status", &["path", "include_untracked", "max_entries"]),
-            ("git_diff", &["path", "paths", "staged", "unstaged", "context_lines", "max_bytes"]),
+            (
+                "git_diff",
+                &[
+                    "path",
+                    "paths",
+                    "staged",
+                    "unstaged",
+                    "context_lines",
+                    "max_bytes",
+                ],
+            ),
             ("git_log", &["path", "ref", "max_count", "skip"]),
-            ("git_show", &["rev", "path", "paths", "include_diff", "context_lines", "max_bytes"]),
-            ("git_blame", &["path", "rev", "start_line", "end_line", "max_lines"]),
-            ("request_permissions", &["tool_name", "permission", "reason", "arguments", "scope", "ttl_seconds"]),
-            ("view_image", &["path", "max_bytes", "max_width", "max_height", "auto_resize"]),
+            (
+                "git_show",
+                &[
+                    "rev",
+                    "path",
+                    "paths",
+                    "include_diff",
+                    "context_lines",
+                    "max_bytes",
+                ],
+            ),
+            (
+                "git_blame",
+                &["path", "rev", "start_line", "end_line", "max_lines"],
+            ),
+            (
+                "request_permissions",
+                &[
+                    "tool_name",
+                    "permission",
+                    "reason",
+                    "arguments",
+                    "scope",
+                    "ttl_seconds",
+                ],
+            ),
+            (
+                "view_image",
+                &[
+                    "path",
+                    "max_bytes",
+                    "max_width",
+                    "max_height",
+                    "auto_resize",
+                ],
+            ),
         ];
         assert_eq!(TOOLS.len(), 18);
         for (tool, (name, props)) in TOOLS.iter().zip(expected) {

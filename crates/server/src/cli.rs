@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use clap::builder::FalseyValueParser;
 use clap::{Parser, ValueEnum};
 
 /// Serve workspace-confined coding tools over MCP (stdio or Streamable HTTP).
@@ -31,7 +32,7 @@ pub struct Cli {
     pub auth_token: Option<String>,
 
     /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE)
-    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE")]
+    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE", value_parser = FalseyValueParser::new())]
     pub oauth_mode: bool,
 
     /// Baseline environment that exec_command children inherit
@@ -44,7 +45,7 @@ pub struct Cli {
     pub permission_mode: Option<PermissionMode>,
 
     /// Allow network-looking commands without opening any other gate
-    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK")]
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK", value_parser = FalseyValueParser::new())]
     pub allow_network: bool,
 
     /// Serve view_image (on by default; CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0 removes it)
@@ -67,7 +68,7 @@ pub struct Cli {
     /// mutating tools; mutation still happens. Requires dangerous mode, and
     /// authentication over HTTP; server_info and the server card keep the real
     /// annotations
-    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_FAKE_READONLY_ANNOTATIONS")]
+    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_FAKE_READONLY_ANNOTATIONS", value_parser = FalseyValueParser::new())]
     pub dangerously_fake_readonly_annotations: bool,
 
     /// Longest synchronous wait of one request, in seconds (HTTP clients may ask
@@ -76,7 +77,7 @@ pub struct Cli {
     pub max_wait_secs: u64,
 
     /// Append structuredContent as JSON text for text-only clients
-    #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON")]
+    #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON", value_parser = FalseyValueParser::new())]
     pub text_json: bool,
 
     /// Write a JSON-lines trace to stderr (CODING_TOOLS_MCP_TRACE=1, or =full for payload sizes and redacted previews)
@@ -88,7 +89,11 @@ pub struct Cli {
     pub trace_file: Option<PathBuf>,
 
     /// Extra allowed browser Origin for HTTP (repeatable; loopback origins are always allowed)
-    #[arg(long = "allowed-origin", env = "CODING_TOOLS_MCP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-origin",
+        env = "CODING_TOOLS_MCP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
     pub allowed_origins: Vec<String>,
 }
 
@@ -207,13 +212,13 @@ impl Cli {
             ));
         }
         let auth_token = self.auth_token.filter(|t| !t.is_empty());
-        if let Some(t) = &auth_token {
-            if ctm_auth::BearerToken::new(t).is_err() {
-                return Err(
-                    "--auth-token must be visible ASCII without spaces (CODING_TOOLS_MCP_AUTH_TOKEN)"
-                        .into(),
-                );
-            }
+        if let Some(t) = &auth_token
+            && ctm_auth::BearerToken::new(t).is_err()
+        {
+            return Err(
+                "--auth-token must be visible ASCII without spaces (CODING_TOOLS_MCP_AUTH_TOKEN)"
+                    .into(),
+            );
         }
         if self.oauth_mode {
             return Err("--oauth-mode (CODING_TOOLS_MCP_OAUTH_MODE) is not available in this build yet; use --auth-token for HTTP authentication".into());
@@ -221,10 +226,16 @@ impl Cli {
         let authenticated = auth_token.is_some();
         if self.dangerously_fake_readonly_annotations {
             if mode != PermissionMode::Dangerous {
-                return Err("--dangerously-fake-readonly-annotations requires --permission-mode dangerous".into());
+                return Err(
+                    "--dangerously-fake-readonly-annotations requires --permission-mode dangerous"
+                        .into(),
+                );
             }
             if !self.stdio && !authenticated {
-                return Err("--dangerously-fake-readonly-annotations over HTTP requires --auth-token".into());
+                return Err(
+                    "--dangerously-fake-readonly-annotations over HTTP requires --auth-token"
+                        .into(),
+                );
             }
         }
         if !self.stdio && !is_loopback_host(&self.host) && !authenticated {
@@ -252,7 +263,11 @@ impl Cli {
             text_json: self.text_json,
             trace: trace_level(self.trace, trace_env),
             trace_file: self.trace_file,
-            allowed_origins: self.allowed_origins.into_iter().filter(|o| !o.is_empty()).collect(),
+            allowed_origins: self
+                .allowed_origins
+                .into_iter()
+                .filter(|o| !o.is_empty())
+                .collect(),
         })
     }
 }
@@ -264,7 +279,9 @@ mod tests {
     fn parse(args: &[&str]) -> Result<Config, String> {
         let mut all = vec!["coding-tools-mcp", "--workspace", "."];
         all.extend_from_slice(args);
-        Cli::try_parse_from(all).map_err(|e| e.to_string())?.validate(None)
+        Cli::try_parse_from(all)
+            .map_err(|e| e.to_string())?
+            .validate(None)
     }
 
     #[test]
@@ -280,11 +297,47 @@ mod tests {
     #[test]
     fn invalid_combinations() {
         assert!(parse(&["--dangerously-fake-readonly-annotations", "--stdio"]).is_err());
-        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous"]).is_err());
-        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous", "--stdio"]).is_ok());
-        assert!(parse(&["--dangerously-fake-readonly-annotations", "--permission-mode", "dangerous", "--auth-token", "t"]).is_ok());
-        assert!(parse(&["--dangerously-skip-all-permissions", "--permission-mode", "safe"]).is_err());
-        assert_eq!(parse(&["--dangerously-skip-all-permissions"]).unwrap().permission_mode, PermissionMode::Dangerous);
+        assert!(
+            parse(&[
+                "--dangerously-fake-readonly-annotations",
+                "--permission-mode",
+                "dangerous"
+            ])
+            .is_err()
+        );
+        assert!(
+            parse(&[
+                "--dangerously-fake-readonly-annotations",
+                "--permission-mode",
+                "dangerous",
+                "--stdio"
+            ])
+            .is_ok()
+        );
+        assert!(
+            parse(&[
+                "--dangerously-fake-readonly-annotations",
+                "--permission-mode",
+                "dangerous",
+                "--auth-token",
+                "t"
+            ])
+            .is_ok()
+        );
+        assert!(
+            parse(&[
+                "--dangerously-skip-all-permissions",
+                "--permission-mode",
+                "safe"
+            ])
+            .is_err()
+        );
+        assert_eq!(
+            parse(&["--dangerously-skip-all-permissions"])
+                .unwrap()
+                .permission_mode,
+            PermissionMode::Dangerous
+        );
         assert!(parse(&["--host", "0.0.0.0"]).is_err());
         assert!(parse(&["--host", "0.0.0.0", "--auth-token", "t"]).is_ok());
         assert!(parse(&["--host", "::1"]).is_ok());
@@ -293,6 +346,7 @@ mod tests {
         assert!(parse(&["--oauth-mode"]).is_err());
         assert!(parse(&["--enable-view-image", "0"]).is_ok_and(|c| !c.view_image));
         assert!(parse(&["--enable-view-image"]).is_ok_and(|c| c.view_image));
+        assert!(parse(&["--allow-network"]).is_ok_and(|c| c.allow_network));
     }
 
     #[test]

@@ -8,7 +8,10 @@ pub const EMERGENCY_TEXT_CEILING: usize = 2_162_688;
 
 /// Error categories of the contract (all seven; tools arriving with later issues use the rest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code, reason = "the contract's full set; file, patch, git and exec tools raise the others")]
+#[allow(
+    dead_code,
+    reason = "the contract's full set; file, patch, git and exec tools raise the others"
+)]
 pub enum Category {
     Validation,
     Security,
@@ -53,7 +56,9 @@ impl ToolError {
             category: Category::Validation,
             retryable: false,
             details,
-            recovery: "Fix the arguments to match the tool's inputSchema (tools/list), then call again.".into(),
+            recovery:
+                "Fix the arguments to match the tool's inputSchema (tools/list), then call again."
+                    .into(),
         }
     }
 }
@@ -108,7 +113,8 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
     let structured = Value::Object(structured);
     if opts.text_json {
         let dump = serde_json::to_string(&structured).unwrap_or_default();
-        content.push(json!({"type": "text", "text": cap_text(format!("structuredContent: {dump}"))}));
+        content
+            .push(json!({"type": "text", "text": cap_text(format!("structuredContent: {dump}"))}));
     }
     json!({
         "content": content,

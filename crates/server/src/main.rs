@@ -2,6 +2,11 @@
 //! builds the one [`server::Server`] of the workspace, and runs the stdio or
 //! the HTTP transport until input ends or a signal arrives.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "ToolError is built once per failed call and carries the whole contract envelope"
+)]
+
 mod args;
 mod card;
 mod catalog;
@@ -47,7 +52,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("coding-tools-mcp: error: cannot start the async runtime: {e}");

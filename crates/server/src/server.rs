@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctm_exec_runtime::{RuntimeDirs, Gates};
+use ctm_exec_runtime::{Gates, RuntimeDirs};
 use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
     RpcError, negotiate, server_info,
@@ -105,7 +105,7 @@ impl Server {
 
     fn tools_list(&self) -> MethodOutcome {
         let fake = self.config.fake_readonly_annotations;
-        let tools: Vec<Value> = self.tools().map(|t| t.to_json(fake)).collect();
+        let tools: Vec<Value> = self.tools().map(|t| t.listing(fake)).collect();
         Ok(json!({ "tools": tools }))
     }
 
@@ -137,7 +137,7 @@ impl Server {
             )
             .with_data("name", json!(name)));
         };
-        self.trace_request(&req, &ctx, spec.name, arguments);
+        self.trace_policy(&ctx, spec.name, arguments);
         let started = Instant::now();
         let outcome = match args::validate(spec, arguments) {
             Ok(args) => tools::run(self, spec, args, &ctx).await,
@@ -152,22 +152,29 @@ impl Server {
         ))
     }
 
-    fn trace_request(&self, req: &Request, ctx: &RequestContext, tool: &str, arguments: Option<&Value>) {
+    /// The `request` event, for every dispatched request.
+    fn trace_request(&self, req: &Request, ctx: &RequestContext) {
         if !self.trace.enabled() {
             return;
         }
         let mut f = Map::new();
         f.insert("era".into(), json!(era_name(ctx.era)));
+        f.insert("protocol_version".into(), json!(ctx.protocol_version));
         f.insert("method".into(), json!(req.method));
-        f.insert("tool".into(), json!(tool));
+        f.insert(
+            "tool".into(),
+            json!(req.param_str("name").filter(|_| req.method == "tools/call")),
+        );
         f.insert("id".into(), req.id.clone().unwrap_or(Value::Null));
         f.insert("transport".into(), json!(ctx.transport));
-        if self.trace.full() {
-            let args = arguments.cloned().unwrap_or(Value::Null);
-            f.insert("arguments_bytes".into(), json!(args.to_string().len()));
-            f.insert("arguments_preview".into(), redact(&args));
-        }
         self.trace.event("request", f);
+    }
+
+    /// The `request_policy_selected` event of a tool call.
+    fn trace_policy(&self, ctx: &RequestContext, tool: &str, arguments: Option<&Value>) {
+        if !self.trace.enabled() {
+            return;
+        }
         let b = ctx.wait_budget;
         let mut p = Map::new();
         p.insert("tool".into(), json!(tool));
@@ -175,6 +182,11 @@ impl Server {
         p.insert("budget_source".into(), json!(b.source.as_str()));
         p.insert("requested_budget_secs".into(), json!(b.requested_secs));
         p.insert("deployment_budget_secs".into(), json!(b.deployment_secs));
+        if self.trace.full() {
+            let args = arguments.cloned().unwrap_or(Value::Null);
+            p.insert("arguments_bytes".into(), json!(args.to_string().len()));
+            p.insert("arguments_preview".into(), redact(&args));
+        }
         self.trace.event("request_policy_selected", p);
     }
 
@@ -205,10 +217,10 @@ impl Server {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         f.insert("truncated".into(), json!(truncated));
-        if self.trace.full() {
-            if let Ok(s) = outcome {
-                f.insert("result_text_bytes".into(), json!(s.text.len()));
-            }
+        if self.trace.full()
+            && let Ok(s) = outcome
+        {
+            f.insert("result_text_bytes".into(), json!(s.text.len()));
         }
         self.trace.event("tool_call", f);
     }
@@ -234,6 +246,7 @@ impl Dispatcher for SharedServer {
     ) -> impl std::future::Future<Output = MethodOutcome> + Send {
         let server = self.0.clone();
         async move {
+            server.trace_request(&req, &ctx);
             match method {
                 Method::Initialize => server.initialize(&req),
                 Method::Ping => Ok(json!({})),

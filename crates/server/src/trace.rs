@@ -27,7 +27,15 @@ impl std::fmt::Debug for Trace {
 }
 
 const SECRET_WORDS: [&str; 9] = [
-    "token", "secret", "password", "passwd", "auth", "key", "cookie", "credential", "env",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "key",
+    "cookie",
+    "credential",
+    "env",
 ];
 
 /// Replaces every value whose key looks secret with `"[REDACTED]"`, recursively.

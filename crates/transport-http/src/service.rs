@@ -114,11 +114,11 @@ async fn handle<D: Dispatcher>(
         .headers()
         .get(header::ORIGIN)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    if let Some(o) = &origin {
-        if !origin_allowed(&state.config, o) {
-            let err = refusal("Origin is not allowed", "origin_not_allowed");
-            return respond(StatusCode::FORBIDDEN, Some(&err));
-        }
+    if let Some(o) = &origin
+        && !origin_allowed(&state.config, o)
+    {
+        let err = refusal("Origin is not allowed", "origin_not_allowed");
+        return respond(StatusCode::FORBIDDEN, Some(&err));
     }
     let allow_origin = origin.as_deref();
     let path = req.uri().path().to_owned();
@@ -146,13 +146,13 @@ async fn handle<D: Dispatcher>(
         let err = json!({"error": "not_found", "message": format!("No route for {path}; the MCP endpoint is POST /mcp")});
         respond(StatusCode::NOT_FOUND, Some(&err))
     };
-    if let Some(o) = allow_origin {
-        if let Ok(v) = HeaderValue::from_str(o) {
-            resp.headers_mut()
-                .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
-            resp.headers_mut()
-                .insert(header::VARY, HeaderValue::from_static("Origin"));
-        }
+    if let Some(o) = allow_origin
+        && let Ok(v) = HeaderValue::from_str(o)
+    {
+        resp.headers_mut()
+            .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        resp.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("Origin"));
     }
     resp
 }

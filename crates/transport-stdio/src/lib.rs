@@ -62,12 +62,12 @@ where
                 }
             }
             Prepared::Notification(req, era) => {
-                if req.method == "notifications/cancelled" {
-                    if let Some(id) = req.params.as_ref().and_then(|p| p.get("requestId")) {
-                        let key = id.to_string();
-                        if let Some(c) = lock(&in_flight).get(&key) {
-                            c.cancel();
-                        }
+                if req.method == "notifications/cancelled"
+                    && let Some(id) = req.params.as_ref().and_then(|p| p.get("requestId"))
+                {
+                    let key = id.to_string();
+                    if let Some(c) = lock(&in_flight).get(&key) {
+                        c.cancel();
                     }
                 }
                 dispatcher.notify(&req, era);
@@ -92,10 +92,10 @@ where
                     let reply = run_call(d.as_ref(), call, ctx).await;
                     lock(&in_flight).remove(&key);
                     // A cancelled request is not answered (the client stopped waiting).
-                    if !cancel.is_cancelled() {
-                        if let Some(body) = reply.body {
-                            let _ = tx.send(body);
-                        }
+                    if !cancel.is_cancelled()
+                        && let Some(body) = reply.body
+                    {
+                        let _ = tx.send(body);
                     }
                 });
             }

@@ -229,10 +229,12 @@ fn index_nested(root: &Path, limits: &ContextLimits, ctx: &mut ProjectContext) {
                 {
                     queue.push_back((entry.path(), depth + 1));
                 }
-            } else if depth > 0 && ft.is_file() && ROOT_INSTRUCTION_FILES.contains(&name.as_ref()) {
-                if let Ok(rel) = entry.path().strip_prefix(root) {
-                    ctx.nested.push(rel.to_string_lossy().into_owned());
-                }
+            } else if depth > 0
+                && ft.is_file()
+                && ROOT_INSTRUCTION_FILES.contains(&name.as_ref())
+                && let Ok(rel) = entry.path().strip_prefix(root)
+            {
+                ctx.nested.push(rel.to_string_lossy().into_owned());
             }
         }
     }

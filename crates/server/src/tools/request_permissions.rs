@@ -8,7 +8,9 @@ use crate::server::Server;
 
 fn how_to_grant(permission: &str) -> &'static str {
     match permission {
-        "network" => "restart the server with --allow-network (network only) or --permission-mode trusted",
+        "network" => {
+            "restart the server with --allow-network (network only) or --permission-mode trusted"
+        }
         "shell_expansion" | "inline_script" => "restart the server with --permission-mode trusted",
         _ => "restart the server with --permission-mode dangerous",
     }
@@ -38,7 +40,9 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
                 "elicitation": "unsupported",
                 "how_to_grant": grant,
             }),
-            recovery: format!("Ask the operator to {grant}, or choose an approach that does not need {permission}."),
+            recovery: format!(
+                "Ask the operator to {grant}, or choose an approach that does not need {permission}."
+            ),
         });
     }
     let mut s = Map::new();

@@ -48,7 +48,9 @@ pub fn run(server: &Server) -> ToolSuccess {
             "cache_dir": d.cache(),
             "error": null,
         }),
-        Err(e) => json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e }),
+        Err(e) => {
+            json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e })
+        }
     };
     let files: Vec<Value> = ctx
         .files
@@ -68,14 +70,27 @@ pub fn run(server: &Server) -> ToolSuccess {
     s.insert("server".into(), json!(SERVER_NAME));
     s.insert("title".into(), json!(SERVER_TITLE));
     s.insert("version".into(), json!(SERVER_VERSION));
-    s.insert("supported_protocol_versions".into(), json!(all_versions_newest_first()));
+    s.insert(
+        "supported_protocol_versions".into(),
+        json!(all_versions_newest_first()),
+    );
     s.insert("workspace".into(), json!(server.workspace.root()));
-    s.insert("transport".into(), json!(if cfg.stdio { "stdio" } else { "streamable-http" }));
+    s.insert(
+        "transport".into(),
+        json!(if cfg.stdio {
+            "stdio"
+        } else {
+            "streamable-http"
+        }),
+    );
     s.insert("endpoint_path".into(), json!("/mcp"));
     s.insert("tool_count".into(), json!(tools.len()));
     s.insert("catalog_size".into(), json!(TOOLS.len()));
     s.insert("tools".into(), json!(tools));
-    s.insert("annotations".into(), Value::Object(real_annotations(server)));
+    s.insert(
+        "annotations".into(),
+        Value::Object(real_annotations(server)),
+    );
     s.insert("annotation_override".into(), annotation_override(server));
     s.insert(
         "auth".into(),
@@ -87,10 +102,22 @@ pub fn run(server: &Server) -> ToolSuccess {
         }),
     );
     s.insert("auth_enabled".into(), json!(cfg.auth_token.is_some()));
-    s.insert("permission_mode".into(), json!(cfg.permission_mode.as_str()));
-    s.insert("network_allowed".into(), json!(gates.network == ctm_exec_runtime::GateState::Allowed));
-    s.insert("dangerously_skip_all_permissions".into(), json!(cfg.dangerously_skip_all_permissions));
-    s.insert("shell_env_inherit".into(), json!(cfg.shell_env_inherit.as_str()));
+    s.insert(
+        "permission_mode".into(),
+        json!(cfg.permission_mode.as_str()),
+    );
+    s.insert(
+        "network_allowed".into(),
+        json!(gates.network == ctm_exec_runtime::GateState::Allowed),
+    );
+    s.insert(
+        "dangerously_skip_all_permissions".into(),
+        json!(cfg.dangerously_skip_all_permissions),
+    );
+    s.insert(
+        "shell_env_inherit".into(),
+        json!(cfg.shell_env_inherit.as_str()),
+    );
     s.insert("runtime".into(), runtime);
     s.insert(
         "exec_policy".into(),
@@ -139,7 +166,11 @@ pub fn run(server: &Server) -> ToolSuccess {
         server.workspace.root().display(),
         tools.len(),
         cfg.permission_mode.as_str(),
-        if cfg.auth_token.is_some() { "bearer" } else { "none" },
+        if cfg.auth_token.is_some() {
+            "bearer"
+        } else {
+            "none"
+        },
         all_versions_newest_first().join(", "),
     );
     ToolSuccess {

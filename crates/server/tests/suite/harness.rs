@@ -1,0 +1,331 @@
+//! A small client for the real binary: stdio lines and raw HTTP/1.1.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_coding-tools-mcp");
+/// A bound on how long a test waits for an answer that should come at once;
+/// a hang fails the test instead of blocking CI.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub const MODERN: &str = "2026-07-28";
+
+pub fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "blackbox", "version": "1"},
+    })
+}
+
+pub fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("AGENTS.md"),
+        "# Rules\nRun cargo test before you stop.\n",
+    )
+    .unwrap();
+    dir
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn command(ws: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--workspace").arg(ws).args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CODING_TOOLS_MCP_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("TMPDIR", ws.join(".runtime-tmp"));
+    let _ = std::fs::create_dir_all(ws.join(".runtime-tmp"));
+    c
+}
+
+/// Lines of a child stream, readable with a timeout.
+pub struct Lines {
+    rx: Receiver<String>,
+    pub seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Lines {
+    pub fn spawn(stream: impl Read + Send + 'static) -> Self {
+        let (tx, rx) = channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                seen2.lock().unwrap().push(line.clone());
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { rx, seen }
+    }
+
+    pub fn next(&self) -> Option<String> {
+        self.rx.recv_timeout(ANSWER_TIMEOUT).ok()
+    }
+}
+
+/// The binary on stdio.
+pub struct StdioServer {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    pub stdout: Lines,
+    pub stderr: Lines,
+}
+
+impl StdioServer {
+    pub fn start(ws: &Path, args: &[&str]) -> Self {
+        Self::start_with(command(ws, args).arg("--stdio"))
+    }
+
+    pub fn start_with(cmd: &mut Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = Lines::spawn(child.stdout.take().unwrap());
+        let stderr = Lines::spawn(child.stderr.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        self.send_raw(&msg.to_string());
+    }
+
+    pub fn recv(&self) -> Value {
+        let line = self.stdout.next().expect("no answer on stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {line}"))
+    }
+
+    pub fn request(&mut self, msg: &Value) -> Value {
+        self.send(msg);
+        self.recv()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        for _ in 0..(ANSWER_TIMEOUT.as_millis() / 20) {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not exit");
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The binary on HTTP (port 0, read back from stderr).
+pub struct HttpServer {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: Lines,
+}
+
+impl HttpServer {
+    pub fn start(ws: &Path, args: &[&str]) -> Self {
+        let mut cmd = command(ws, args);
+        cmd.args(["--port", "0"]);
+        Self::start_with(&mut cmd)
+    }
+
+    pub fn start_with(cmd: &mut Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Lines::spawn(child.stderr.take().unwrap());
+        let addr = loop {
+            let line = stderr.next().expect("server did not announce its address");
+            if let Some(rest) = line.split("serving MCP on http://").nth(1) {
+                let url = rest.split_whitespace().next().unwrap_or_default();
+                break url.trim_end_matches("/mcp").to_owned();
+            }
+        };
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    pub fn post(&self, body: &Value, headers: &[(&str, &str)]) -> HttpResponse {
+        let b = body.to_string();
+        let mut h = vec![("Content-Type", "application/json")];
+        h.extend_from_slice(headers);
+        self.raw_request("POST", "/mcp", &h, Some(b.as_bytes()))
+    }
+
+    /// Posts a modern request with correct mirror headers.
+    pub fn post_modern(&self, method: &str, params: Value) -> HttpResponse {
+        let mut p = params;
+        p["_meta"] = meta();
+        let name = p.get("name").and_then(Value::as_str).map(str::to_owned);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": p});
+        let mut h = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+        if let Some(n) = name.as_deref() {
+            h.push(("Mcp-Name", n));
+        }
+        self.post(&body, &h)
+    }
+
+    /// Sends a request with exactly these headers (plus Host and, when a body
+    /// is given, Content-Length) and reads the whole response.
+    pub fn raw_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> HttpResponse {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        req.push_str("\r\n");
+        let mut bytes = req.into_bytes();
+        if let Some(b) = body {
+            bytes.extend_from_slice(b);
+        }
+        self.raw(&bytes)
+    }
+
+    pub fn raw(&self, bytes: &[u8]) -> HttpResponse {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
+        s.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        HttpResponse::parse(&out)
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        for _ in 0..(ANSWER_TIMEOUT.as_millis() / 20) {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not stop on SIGTERM");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    fn parse(raw: &[u8]) -> Self {
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("no HTTP response: {:?}", String::from_utf8_lossy(raw)));
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        Self {
+            status,
+            headers,
+            body: raw[split + 4..].to_vec(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == &name.to_ascii_lowercase())
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn code(&self) -> i64 {
+        self.json()["error"]["code"].as_i64().unwrap()
+    }
+}
+
+pub fn init_request(id: i64, version: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name":"blackbox","version":"1"}}})
+}
+
+pub fn call(id: i64, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":arguments}})
+}

@@ -1,0 +1,471 @@
+//! The Streamable HTTP transport, end to end: statuses, mirrors, card, auth.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn ping() -> Value {
+    json!({"jsonrpc":"2.0","id":1,"method":"ping"})
+}
+
+fn modern_body(method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    json!({"jsonrpc":"2.0","id":7,"method":method,"params":params})
+}
+
+#[test]
+fn handshake_over_http_in_both_versions() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    for v in ["2025-11-25", "2025-06-18"] {
+        let r = s.post(&init_request(1, v), &[]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["result"]["protocolVersion"], v);
+        assert!(
+            r.header("mcp-session-id").is_none(),
+            "a session id was minted"
+        );
+        let r = s.post(
+            &json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+            &[("MCP-Protocol-Version", v)],
+        );
+        assert_eq!(r.status, 200);
+        assert!(r.json()["result"].get("ttlMs").is_none());
+    }
+    // A client's stale session id is ignored, not refused.
+    let r = s.post(&ping(), &[("Mcp-Session-Id", "stale-123")]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    // Notifications are an empty 202.
+    let r = s.post(
+        &json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        &[],
+    );
+    assert_eq!(r.status, 202);
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn transport_refusals() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    for m in ["GET", "HEAD", "DELETE", "PUT"] {
+        let r = s.raw_request(m, "/mcp", &[], None);
+        assert_eq!(r.status, 405, "{m}");
+        assert_eq!(r.header("allow"), Some("POST"), "{m}");
+    }
+    let body = ping().to_string();
+    let r = s.raw_request(
+        "POST",
+        "/mcp",
+        &[("Content-Type", "text/plain")],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(r.status, 415);
+    let r = s.raw_request("POST", "/mcp", &[], Some(body.as_bytes()));
+    assert_eq!(r.status, 415);
+    // No Content-Length (chunked body): 411.
+    let chunked = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    assert_eq!(s.raw(chunked.as_bytes()).status, 411);
+    // Over 1 MiB: 413 with data.max_bytes.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1024 * 1024)
+    );
+    let r = s.raw_request("POST", "/mcp", &[JSON], Some(big.as_bytes()));
+    assert_eq!(r.status, 413);
+    assert_eq!(r.json()["error"]["data"]["max_bytes"], 1_048_576);
+    // Parse error and batch: 400.
+    let r = s.raw_request("POST", "/mcp", &[JSON], Some(b"{nope"));
+    assert_eq!((r.status, r.code()), (400, -32700));
+    assert!(r.json().get("id").is_none());
+    let r = s.raw_request(
+        "POST",
+        "/mcp",
+        &[JSON],
+        Some(format!("[{body}]").as_bytes()),
+    );
+    assert_eq!((r.status, r.code()), (400, -32600));
+    // Invalid envelope: 200 with -32600.
+    let r = s.post(&json!({"jsonrpc":"1.0","id":3,"method":"ping"}), &[]);
+    assert_eq!((r.status, r.code()), (200, -32600));
+    assert_eq!(r.json()["id"], 3);
+    // Unknown handshake version header: 400 before dispatch, every version listed.
+    let r = s.post(&ping(), &[("MCP-Protocol-Version", "2024-01-01")]);
+    assert_eq!((r.status, r.code()), (400, -32600));
+    assert_eq!(
+        r.json()["error"]["data"]["supported"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+    );
+    // Unknown path.
+    assert_eq!(s.raw_request("GET", "/nope", &[], None).status, 404);
+}
+
+#[test]
+fn origin_is_checked_against_dns_rebinding() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &["--allowed-origin", "https://app.example"]);
+    let r = s.post(&ping(), &[("Origin", "http://evil.example")]);
+    assert_eq!(r.status, 403);
+    for ok in [
+        "http://localhost:5173",
+        "http://127.0.0.1:8000",
+        "http://[::1]:3000",
+        "https://app.example",
+    ] {
+        let r = s.post(&ping(), &[("Origin", ok)]);
+        assert_eq!(r.status, 200, "{ok}");
+        assert_eq!(r.header("access-control-allow-origin"), Some(ok));
+    }
+    let r = s.raw_request(
+        "OPTIONS",
+        "/mcp",
+        &[
+            ("Origin", "http://localhost:5173"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+        None,
+    );
+    assert_eq!(r.status, 204);
+    assert!(
+        r.header("access-control-allow-headers")
+            .unwrap()
+            .contains("mcp-protocol-version")
+    );
+    assert!(
+        r.header("access-control-allow-methods")
+            .unwrap()
+            .contains("POST")
+    );
+    let r = s.raw_request(
+        "OPTIONS",
+        "/mcp",
+        &[("Origin", "http://evil.example")],
+        None,
+    );
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn modern_error_table_over_http() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let v = MODERN;
+    // OK, with no handshake.
+    let r = s.post_modern("tools/list", json!({}));
+    assert_eq!(r.status, 200);
+    let res = r.json()["result"].clone();
+    assert_eq!(
+        (
+            res["ttlMs"].clone(),
+            res["cacheScope"].clone(),
+            res["resultType"].clone()
+        ),
+        (json!(0), json!("private"), json!("complete"))
+    );
+    // -32601 → 404.
+    let r = s.post(
+        &modern_body("resources/list", json!({})),
+        &[
+            ("MCP-Protocol-Version", v),
+            ("Mcp-Method", "resources/list"),
+        ],
+    );
+    assert_eq!((r.status, r.code()), (404, -32601));
+    // -32602 (missing clientCapabilities) → 400, even with contradicting headers.
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion": v}}});
+    let r = s.post(
+        &body,
+        &[
+            ("MCP-Protocol-Version", "2025-11-25"),
+            ("Mcp-Method", "ping"),
+        ],
+    );
+    assert_eq!((r.status, r.code()), (400, -32602));
+    // -32602 unknown tool → 400 in the modern era.
+    let r = s.post_modern("tools/call", json!({"name": "no_such_tool"}));
+    assert_eq!((r.status, r.code()), (400, -32602));
+    // -32022 → 400 with supported + requested, even when the header disagrees.
+    let mut meta_bad = meta();
+    meta_bad["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta": meta_bad}});
+    let r = s.post(
+        &body,
+        &[("MCP-Protocol-Version", v), ("Mcp-Method", "tools/list")],
+    );
+    assert_eq!((r.status, r.code()), (400, -32022));
+    assert_eq!(
+        r.json()["error"]["data"],
+        json!({"supported": ["2026-07-28"], "requested": "v999.0.0"})
+    );
+    // -32020 → 400: missing, duplicated, contradicting.
+    let b = modern_body("tools/list", json!({}));
+    for headers in [
+        vec![("Mcp-Method", "tools/list")],
+        vec![("MCP-Protocol-Version", v)],
+        vec![
+            ("MCP-Protocol-Version", v),
+            ("MCP-Protocol-Version", v),
+            ("Mcp-Method", "tools/list"),
+        ],
+        vec![
+            ("MCP-Protocol-Version", v),
+            ("Mcp-Method", "tools/list"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        vec![("MCP-Protocol-Version", v), ("Mcp-Method", "TOOLS/LIST")],
+    ] {
+        let r = s.post(&b, &headers);
+        assert_eq!((r.status, r.code()), (400, -32020), "{headers:?}");
+    }
+    // A modern header over a handshake body is a mirror violation, initialize included.
+    let r = s.post(
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        &[("MCP-Protocol-Version", v)],
+    );
+    assert_eq!((r.status, r.code()), (400, -32020));
+    let r = s.post(
+        &init_request(1, "2025-11-25"),
+        &[("MCP-Protocol-Version", v), ("Mcp-Method", "initialize")],
+    );
+    assert_eq!((r.status, r.code()), (400, -32020));
+    // Tool failures stay 200 with isError and resultType complete.
+    let r = s.post_modern(
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": 5}}),
+    );
+    assert_eq!(r.status, 200);
+    let res = r.json()["result"].clone();
+    assert_eq!(res["isError"], true);
+    assert_eq!(res["resultType"], "complete");
+    assert_eq!(
+        res["structuredContent"]["error"]["code"],
+        "INVALID_ARGUMENT"
+    );
+    // Handshake-era dispatched errors stay 200.
+    let r = s.post(
+        &json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),
+        &[],
+    );
+    assert_eq!((r.status, r.code()), (200, -32601));
+    let r = s.post(&call(1, "no_such_tool", json!({})), &[]);
+    assert_eq!((r.status, r.code()), (200, -32602));
+    let r = s.post(
+        &json!({"jsonrpc":"2.0","id":1,"method":"server/discover"}),
+        &[],
+    );
+    assert_eq!((r.status, r.code()), (200, -32601));
+}
+
+#[test]
+fn mcp_name_mirrors_with_base64_and_whitespace() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let b = modern_body(
+        "tools/call",
+        json!({"name": "server_info", "arguments": {}}),
+    );
+    let base = [
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", "tools/call"),
+    ];
+    let with = |name: &[(&'static str, &'static str)]| {
+        let mut h = base.to_vec();
+        h.extend_from_slice(name);
+        s.post(&b, &h)
+    };
+    assert_eq!(with(&[("Mcp-Name", "server_info")]).status, 200);
+    assert_eq!(with(&[("Mcp-Name", "  server_info  ")]).status, 200);
+    assert_eq!(
+        with(&[("Mcp-Name", "=?base64?c2VydmVyX2luZm8=?=")]).status,
+        200
+    );
+    for bad in [
+        vec![],
+        vec![("Mcp-Name", "read_file")],
+        vec![("Mcp-Name", "server_info"), ("Mcp-Name", "server_info")],
+        vec![("Mcp-Name", "=?base64?bm90LWl0?=")],
+        vec![("Mcp-Name", "=?base64?***?=")],
+    ] {
+        let r = with(&bad);
+        assert_eq!((r.status, r.code()), (400, -32020), "{bad:?}");
+    }
+    // A non-ASCII subject must travel as base64.
+    let b = modern_body("tools/call", json!({"name": "outil_é", "arguments": {}}));
+    let r = s.post(
+        &b,
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "=?base64?b3V0aWxfw6k=?="),
+        ],
+    );
+    assert_eq!(
+        (r.status, r.code()),
+        (400, -32602),
+        "mirror passed, unknown tool"
+    );
+    // Base64 payload over 8192 characters is refused.
+    let long = format!("=?base64?{}?=", "QUFB".repeat(2049));
+    let b = modern_body("tools/call", json!({"name": "A".repeat(6147)}));
+    let r = s.post(
+        &b,
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", &long),
+        ],
+    );
+    assert_eq!((r.status, r.code()), (400, -32020));
+}
+
+#[test]
+fn modern_notifications() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let n = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"_meta": meta()}});
+    let r = s.post(
+        &n,
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "notifications/cancelled"),
+        ],
+    );
+    assert_eq!(r.status, 202);
+    assert!(r.body.is_empty());
+    let r = s.post(&n, &[("MCP-Protocol-Version", MODERN)]);
+    assert_eq!((r.status, r.code()), (400, -32020));
+}
+
+#[test]
+fn server_card_lists_versions_newest_first() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    for path in ["/.well-known/mcp.json", "/.well-known/mcp/server-card.json"] {
+        let r = s.raw_request("GET", path, &[], None);
+        assert_eq!(r.status, 200);
+        let card = r.json();
+        assert_eq!(
+            card["supportedProtocolVersions"],
+            json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+        );
+        assert_eq!(card["tools"]["count"], 18);
+        assert_eq!(card["transport"]["endpoint"], "/mcp");
+        assert_eq!(card["auth"]["type"], "none");
+        assert_eq!(
+            card["tools"]["annotations"]["apply_patch"]["destructiveHint"],
+            true
+        );
+    }
+    assert_eq!(
+        s.raw_request("POST", "/.well-known/mcp.json", &[JSON], Some(b"{}"))
+            .status,
+        405
+    );
+}
+
+#[test]
+fn wait_budget_header() {
+    let ws = workspace();
+    let s = HttpServer::start_with(
+        command(ws.path(), &["--port", "0", "--max-wait-secs", "20"])
+            .env("CODING_TOOLS_MCP_TRACE", "1"),
+    );
+    let r = s.post(
+        &call(1, "server_info", json!({})),
+        &[("X-Coding-Tools-Budget-Secs", "5")],
+    );
+    assert_eq!(r.status, 200);
+    for bad in ["0", "-3", "abc", "1.5"] {
+        let r = s.post(
+            &call(1, "server_info", json!({})),
+            &[("X-Coding-Tools-Budget-Secs", bad)],
+        );
+        assert_eq!((r.status, r.code()), (400, -32602), "{bad}");
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        assert!(text.contains("X-Coding-Tools-Budget-Secs"));
+        assert!(
+            !text.contains(&format!("\"{bad}\"")),
+            "echoed the raw value"
+        );
+    }
+    let r = s.post(
+        &call(1, "server_info", json!({})),
+        &[
+            ("X-Coding-Tools-Budget-Secs", "5"),
+            ("X-Coding-Tools-Budget-Secs", "6"),
+        ],
+    );
+    assert_eq!(r.status, 400);
+    // Trace: the header's budget, clamped to the deployment maximum, with its source.
+    let r = s.post(
+        &call(2, "server_info", json!({})),
+        &[("X-Coding-Tools-Budget-Secs", "90")],
+    );
+    assert_eq!(r.status, 200);
+    let r = s.post(&call(3, "server_info", json!({})), &[]);
+    assert_eq!(r.status, 200);
+    let mut policies = Vec::new();
+    while policies.len() < 3 {
+        let line = s.stderr.next().expect("trace line");
+        if line.contains("request_policy_selected") {
+            policies.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    }
+    assert_eq!(policies[0]["effective_wait_secs"], 5);
+    assert_eq!(policies[0]["budget_source"], "request_header");
+    assert_eq!(policies[1]["effective_wait_secs"], 20);
+    assert_eq!(policies[1]["requested_budget_secs"], 90);
+    assert_eq!(policies[2]["budget_source"], "deployment");
+    assert_eq!(policies[2]["requested_budget_secs"], Value::Null);
+}
+
+#[test]
+fn bearer_token() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &["--auth-token", "tok-123"]);
+    let r = s.post(&ping(), &[]);
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+    let r = s.post(&ping(), &[("Authorization", "Bearer wrong")]);
+    assert_eq!(r.status, 401);
+    let r = s.post(&ping(), &[("Authorization", "Bearer tok-123")]);
+    assert_eq!(r.status, 200);
+    // The card stays public and says auth is required.
+    let card = s.raw_request("GET", "/.well-known/mcp.json", &[], None);
+    assert_eq!(card.status, 200);
+    assert_eq!(card.json()["auth"]["type"], "bearer");
+    assert!(!String::from_utf8_lossy(&card.body).contains("tok-123"));
+}
+
+#[test]
+fn non_loopback_bind_with_token_serves() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &["--host", "0.0.0.0", "--auth-token", "t0k"]);
+    assert_eq!(
+        s.post(&ping(), &[("Authorization", "Bearer t0k")]).status,
+        200
+    );
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let ws = workspace();
+    let mut s = HttpServer::start(ws.path(), &[]);
+    assert_eq!(s.post(&ping(), &[]).status, 200);
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}");
+    let rt = ws.path().join(".runtime-tmp/coding-tools-mcp");
+    let leftovers: Vec<_> = std::fs::read_dir(&rt)
+        .map(|d| {
+            d.flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -1,0 +1,5 @@
+mod cli;
+mod harness;
+mod http;
+mod stdio;
+mod tools;

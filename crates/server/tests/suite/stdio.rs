@@ -1,0 +1,189 @@
+//! The stdio transport, end to end.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+#[test]
+fn handshake_in_both_versions_and_repeated_initialize() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for (id, asked, answered) in [
+        (1, "2025-11-25", "2025-11-25"),
+        (2, "2025-06-18", "2025-06-18"),
+        (3, "2026-07-28", "2025-11-25"),
+        (4, "1999-01-01", "2025-11-25"),
+    ] {
+        let r = s.request(&init_request(id, asked));
+        assert_eq!(r["id"], id);
+        let res = &r["result"];
+        assert_eq!(res["protocolVersion"], answered, "asked {asked}");
+        assert_eq!(
+            res["capabilities"],
+            json!({"tools": {"listChanged": false}})
+        );
+        assert_eq!(res["serverInfo"]["name"], "coding-tools-mcp");
+        assert_eq!(res["serverInfo"]["version"], "0.3.0");
+        assert!(
+            res["instructions"]
+                .as_str()
+                .unwrap()
+                .contains("Run cargo test before you stop.")
+        );
+        assert!(
+            res.get("resultType").is_none(),
+            "handshake result gained a modern field"
+        );
+    }
+    s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let r = s.request(&json!({"jsonrpc":"2.0","id":9,"method":"ping"}));
+    assert_eq!(r, json!({"jsonrpc":"2.0","id":9,"result":{}}));
+}
+
+#[test]
+fn calls_before_initialize_are_served() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 18);
+    let r = s.request(&call(2, "server_info", json!({})));
+    assert_eq!(r["result"]["isError"], false);
+    assert_eq!(r["result"]["structuredContent"]["tool_count"], 18);
+}
+
+#[test]
+fn modern_requests_without_a_handshake() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(
+        &json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta": meta()}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(res["resultType"], "complete");
+    assert_eq!(
+        (res["ttlMs"].clone(), res["cacheScope"].clone()),
+        (json!(0), json!("private"))
+    );
+    assert_eq!(
+        res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "coding-tools-mcp"
+    );
+    assert!(
+        res["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("Run cargo test")
+    );
+    let r = s.request(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"server_info","arguments":{},"_meta": meta()}}));
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert!(r["result"].get("ttlMs").is_none());
+    let r = s.request(&json!({"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta": meta()}}));
+    assert_eq!(r["result"]["resultType"], "complete");
+    // Unsupported modern version over stdio: -32022 with supported and requested.
+    let mut bad = meta();
+    bad["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let r =
+        s.request(&json!({"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta": bad}}));
+    assert_eq!(r["error"]["code"], -32022);
+    assert_eq!(r["error"]["data"]["requested"], "2099-01-01");
+    // server/discover without modern _meta is a handshake-era unknown method.
+    let r = s.request(&json!({"jsonrpc":"2.0","id":5,"method":"server/discover"}));
+    assert_eq!(r["error"]["code"], -32601);
+}
+
+#[test]
+fn protocol_errors_and_silence() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    s.send_raw("{oops");
+    let r = s.recv();
+    assert_eq!(r["error"]["code"], -32700);
+    assert!(r.get("id").is_none());
+    s.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    assert_eq!(s.recv()["error"]["code"], -32600);
+    // Notifications and client responses get nothing; the next answer is the ping's.
+    s.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":77}}));
+    s.send(&json!({"jsonrpc":"2.0","method":"no/such/notification"}));
+    s.send(&json!({"jsonrpc":"2.0","id":"c1","result":{}}));
+    s.send_raw("");
+    let r = s.request(&json!({"jsonrpc":"2.0","id":"p","method":"ping"}));
+    assert_eq!(r["id"], "p");
+    let r = s.request(&json!({"jsonrpc":"2.0","id":6,"method":"resources/list"}));
+    assert_eq!(r["error"]["code"], -32601);
+    let r =
+        s.request(&json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"nope"}}));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = s.request(&json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"server_info","arguments":[1]}}));
+    assert_eq!(r["error"]["code"], -32602);
+}
+
+#[test]
+fn pipelined_requests_are_all_answered_once() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let n = 200;
+    let mut batch = String::new();
+    for i in 0..n {
+        let msg = if i % 2 == 0 {
+            json!({"jsonrpc":"2.0","id":i,"method":"ping"})
+        } else {
+            call(i, "server_info", json!({}))
+        };
+        batch.push_str(&msg.to_string());
+        batch.push('\n');
+    }
+    s.send_raw(batch.trim_end());
+    let mut ids: Vec<i64> = (0..n).map(|_| s.recv()["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>());
+}
+
+#[test]
+fn eof_ends_cleanly_and_stdout_is_protocol_only() {
+    let ws = workspace();
+    let mut s = StdioServer::start_with(
+        command(ws.path(), &["--stdio"]).env("CODING_TOOLS_MCP_TRACE", "full"),
+    );
+    s.send(&init_request(1, "2025-11-25"));
+    s.send(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "echo hi", "env": {"API_TOKEN": "hunter2"}}),
+    ));
+    s.send(&call(
+        3,
+        "read_file",
+        json!({"path": "AGENTS.md", "start_line": 1.0}),
+    ));
+    s.send_raw("not json");
+    s.close_stdin();
+    let status = s.wait();
+    assert!(status.success(), "{status:?}");
+    // Both readers end at EOF: drain them to the end.
+    while s.stdout.next().is_some() {}
+    while s.stderr.next().is_some() {}
+    let out = s.stdout.seen.lock().unwrap().clone();
+    assert_eq!(out.len(), 4, "{out:?}");
+    for line in &out {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["jsonrpc"], "2.0");
+        assert!(v.get("result").is_some() || v.get("error").is_some());
+    }
+    // The trace went to stderr, with the secret redacted and nothing on stdout.
+    let err = s.stderr.seen.lock().unwrap().join("\n");
+    assert!(err.contains("\"event\":\"tool_call\""), "{err}");
+    assert!(err.contains("\"event\":\"request_policy_selected\""));
+    assert!(!err.contains("hunter2"), "secret leaked into the trace");
+    assert!(err.contains("[REDACTED]"));
+    assert!(!out.iter().any(|l| l.contains("\"event\"")));
+    // The runtime directory is gone after exit.
+    let rt = ws.path().join(".runtime-tmp/coding-tools-mcp");
+    let leftovers: Vec<_> = std::fs::read_dir(&rt)
+        .map(|d| {
+            d.flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -1,0 +1,273 @@
+//! The catalog and the tools this build serves, through the real binary.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+fn tools_list(s: &mut StdioServer) -> Vec<Value> {
+    let r = s.request(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    r["result"]["tools"].as_array().unwrap().clone()
+}
+
+/// `tools/list` is pinned by `tests/snapshots/tools_list.json`. After a
+/// deliberate catalog change, regenerate it with `UPDATE_SNAPSHOTS=1`.
+#[test]
+fn tools_list_matches_the_snapshot() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let tools = Value::Array(tools_list(&mut s));
+    let path = repo_root().join("tests/snapshots/tools_list.json");
+    let rendered = serde_json::to_string_pretty(&tools).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &rendered).unwrap();
+    }
+    let expected =
+        std::fs::read_to_string(&path).expect("snapshot missing: run with UPDATE_SNAPSHOTS=1");
+    assert_eq!(
+        rendered,
+        expected,
+        "tools/list drifted from {}",
+        path.display()
+    );
+    // Deterministic across requests.
+    assert_eq!(Value::Array(tools_list(&mut s)), tools);
+}
+
+#[test]
+fn every_schema_is_closed_and_tool_names_are_valid() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for t in tools_list(&mut s) {
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            name.len() <= 128
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        );
+        assert_eq!(t["inputSchema"]["type"], "object");
+        assert_eq!(t["inputSchema"]["additionalProperties"], false, "{name}");
+        assert_eq!(t["annotations"]["title"], t["title"]);
+    }
+}
+
+#[test]
+fn view_image_gate_removes_only_view_image() {
+    let ws = workspace();
+    let mut s = StdioServer::start_with(
+        command(ws.path(), &["--stdio"]).env("CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE", "0"),
+    );
+    let names: Vec<String> = tools_list(&mut s)
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.len(), 17);
+    assert!(!names.contains(&"view_image".to_owned()));
+    let r = s.request(&call(2, "view_image", json!({"path": "a.png"})));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = s.request(&call(3, "server_info", json!({})));
+    assert_eq!(r["result"]["structuredContent"]["tool_count"], 17);
+}
+
+#[test]
+fn fake_readonly_annotations_rewrite_only_tools_list() {
+    let ws = workspace();
+    let mut s = StdioServer::start(
+        ws.path(),
+        &[
+            "--permission-mode",
+            "dangerous",
+            "--dangerously-fake-readonly-annotations",
+        ],
+    );
+    for t in tools_list(&mut s) {
+        assert_eq!(t["annotations"]["readOnlyHint"], true);
+        assert_eq!(t["annotations"]["destructiveHint"], false);
+    }
+    let info = s.request(&call(2, "server_info", json!({})))["result"]["structuredContent"].clone();
+    assert_eq!(info["annotations"]["apply_patch"]["readOnlyHint"], false);
+    assert_eq!(info["annotations"]["exec_command"]["destructiveHint"], true);
+    assert_eq!(info["annotation_override"]["mode"], "fake_readonly");
+    assert!(
+        info["annotation_override"]["rewritten_tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("apply_patch"))
+    );
+}
+
+#[test]
+fn numeric_tolerance_through_the_wire() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &["--permission-mode", "dangerous"]);
+    let base =
+        json!({"tool_name":"exec_command","permission":"network","reason":"tests","arguments":{}});
+    let with_ttl = |ttl: &str| {
+        let mut text = base.to_string();
+        text.insert_str(text.len() - 1, &format!(",\"ttl_seconds\":{ttl}"));
+        text
+    };
+    for ok in ["300", "300.0", "3600.0", "1"] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"request_permissions","arguments":{}}}}}"#,
+            with_ttl(ok)
+        );
+        s.send_raw(&line);
+        let r = s.recv();
+        assert_eq!(r["result"]["isError"], false, "{ok}: {r}");
+    }
+    for bad in [
+        "1.5",
+        "\"300\"",
+        "-1",
+        "0",
+        "3601",
+        "true",
+        "9007199254740992",
+    ] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"request_permissions","arguments":{}}}}}"#,
+            with_ttl(bad)
+        );
+        s.send_raw(&line);
+        let r = s.recv();
+        assert_eq!(r["result"]["isError"], true, "{bad}");
+        assert_eq!(
+            r["result"]["structuredContent"]["error"]["code"], "INVALID_ARGUMENT",
+            "{bad}"
+        );
+        assert_eq!(
+            r["result"]["structuredContent"]["error"]["category"],
+            "validation"
+        );
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Retryable: no.")
+        );
+    }
+    // 2^53-1 as a float decodes exactly (it is out of range here, and the message says which value it saw).
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"request_permissions","arguments":{}}}}}"#,
+        with_ttl("9007199254740991.0")
+    );
+    s.send_raw(&line);
+    let msg = s.recv()["result"]["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(msg.contains("got 9007199254740991"), "{msg}");
+    // Unknown argument names are refused by name.
+    let r = s.request(&call(5, "server_info", json!({"verbose": true})));
+    let e = &r["result"]["structuredContent"]["error"];
+    assert_eq!(e["code"], "INVALID_ARGUMENT");
+    assert_eq!(e["details"]["unknown"], json!(["verbose"]));
+}
+
+#[test]
+fn request_permissions_per_mode() {
+    let ws = workspace();
+    let args = json!({"tool_name":"exec_command","permission":"network","reason":"fetch deps","arguments":{"cmd":"curl x"}});
+    for (mode, expect_error) in [("safe", true), ("trusted", true), ("dangerous", false)] {
+        let mut s = StdioServer::start(ws.path(), &["--permission-mode", mode]);
+        let r = s.request(&call(1, "request_permissions", args.clone()))["result"].clone();
+        assert_eq!(r["isError"], expect_error, "{mode}");
+        if expect_error {
+            let e = &r["structuredContent"]["error"];
+            assert_eq!(e["code"], "ELICITATION_UNSUPPORTED");
+            assert_eq!(e["category"], "permission");
+            assert_eq!(e["details"]["permission_mode"], mode);
+        } else {
+            assert_eq!(r["structuredContent"]["policy"], "auto_grant");
+        }
+    }
+}
+
+#[test]
+fn server_info_reports_the_deployment() {
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/CLAUDE.md"), "nested").unwrap();
+    let mut s = StdioServer::start(
+        ws.path(),
+        &["--allow-network", "--shell-env-inherit", "none"],
+    );
+    let r = s.request(&call(1, "server_info", json!({})))["result"].clone();
+    let i = &r["structuredContent"];
+    assert_eq!(i["ok"], true);
+    assert_eq!(
+        i["supported_protocol_versions"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+    );
+    assert_eq!(
+        i["workspace"],
+        ws.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(i["permission_mode"], "safe");
+    assert_eq!(i["network_allowed"], true);
+    assert_eq!(i["exec_policy"]["shell_expansion"], "blocked");
+    assert_eq!(i["shell_env_inherit"], "none");
+    assert_eq!(i["auth"]["enabled"], false);
+    assert_eq!(i["annotation_override"], Value::Null);
+    assert_eq!(i["output_retention"]["head_bytes_per_stream"], 65536);
+    assert_eq!(
+        i["project_context"]["root_instruction_files"][0]["path"],
+        "AGENTS.md"
+    );
+    assert_eq!(
+        i["project_context"]["nested_instruction_files"],
+        json!(["sub/CLAUDE.md"])
+    );
+    assert!(std::path::Path::new(i["runtime"]["home"].as_str().unwrap()).is_dir());
+    assert_eq!(i["telemetry"], "none");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("coding-tools-mcp 0.3.0"));
+    assert!(
+        !text.trim_start().starts_with('{'),
+        "content must not be a JSON dump"
+    );
+}
+
+#[test]
+fn tools_of_later_issues_fail_honestly() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for (name, args) in [
+        ("read_file", json!({"path": "AGENTS.md"})),
+        (
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** End Patch"}),
+        ),
+        ("git_status", json!({})),
+        ("exec_command", json!({"cmd": "true"})),
+        ("check_exec_environment", json!({})),
+    ] {
+        let r = s.request(&call(1, name, args))["result"].clone();
+        assert_eq!(r["isError"], true, "{name}");
+        let e = &r["structuredContent"]["error"];
+        assert_eq!(e["code"], "INTERNAL_ERROR");
+        assert_eq!(e["details"]["reason"], "not_built");
+        assert!(e["message"].as_str().unwrap().contains(name));
+    }
+}
+
+#[test]
+fn text_json_mode_is_opt_in() {
+    let ws = workspace();
+    let mut plain = StdioServer::start(ws.path(), &[]);
+    let r = plain.request(&call(1, "server_info", json!({})));
+    assert_eq!(r["result"]["content"].as_array().unwrap().len(), 1);
+    let mut tj = StdioServer::start(ws.path(), &["--text-json"]);
+    let r = tj.request(&call(1, "server_info", json!({})));
+    let content = r["result"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2);
+    let dump = content[1]["text"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("structuredContent: ")
+        .unwrap();
+    let parsed: Value = serde_json::from_str(dump).unwrap();
+    assert_eq!(parsed, r["result"]["structuredContent"]);
+    assert_eq!(parsed["text_json"], true);
+}
