@@ -5,7 +5,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::path::Workspace;
+use crate::path::{Kind, Workspace};
 
 /// Root instruction file names, in the order they are loaded.
 pub const ROOT_INSTRUCTION_FILES: [&str; 4] = ["AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD"];
@@ -92,29 +92,28 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
     let mut seen = HashSet::new();
     let mut candidates = Vec::new();
     for name in ROOT_INSTRUCTION_FILES {
-        let Ok(meta) = std::fs::symlink_metadata(ws.root().join(name)) else {
+        if std::fs::symlink_metadata(ws.root().join(name)).is_err() {
             continue;
-        };
-        match ws.resolve(name) {
-            Ok(p) => {
-                let Ok(m) = std::fs::metadata(p.absolute()) else {
-                    continue;
-                };
+        }
+        let opened = ws.resolve(name).and_then(|p| ws.open_beneath(&p));
+        match opened {
+            Ok((file, Kind::File)) => {
+                let Ok(m) = file.metadata() else { continue };
                 // One file under two spellings (case-insensitive file systems) loads once.
-                if m.is_file() && seen.insert((m.dev(), m.ino())) {
-                    candidates.push((name, p, m.len()));
+                if seen.insert((m.dev(), m.ino())) {
+                    candidates.push((name, file, m.len()));
                 }
             }
-            Err(e) => {
-                let _ = meta;
-                ctx.warnings.push(format!("{name} was not loaded: {e}"));
-            }
+            Ok(_) => ctx
+                .warnings
+                .push(format!("{name} was not loaded: not a regular file")),
+            Err(e) => ctx.warnings.push(format!("{name} was not loaded: {e}")),
         }
     }
     let mut sections = Vec::new();
     let mut used = 0usize;
     let count = candidates.len().min(limits.max_files);
-    for (i, (name, path, size)) in candidates.into_iter().enumerate() {
+    for (i, (name, handle, size)) in candidates.into_iter().enumerate() {
         let receipts_left = (count.saturating_sub(i + 1)) * RECEIPT_RESERVE;
         let mut file = InstructionFile {
             path: name.to_owned(),
@@ -136,10 +135,7 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
             .total_bytes
             .saturating_sub(used + receipts_left + header.len() + RECEIPT_RESERVE)
             .min(limits.per_file_bytes);
-        let body = match read_prefix(
-            path.absolute(),
-            if room < MIN_QUOTE_BYTES { 0 } else { room },
-        ) {
+        let body = match read_prefix(handle, if room < MIN_QUOTE_BYTES { 0 } else { room }) {
             Ok(b) => b,
             Err(e) => {
                 ctx.warnings.push(format!("{name} could not be read: {e}"));
@@ -185,12 +181,7 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
 
 /// Reads at most `limit` bytes, cut back to a UTF-8 boundary. Invalid UTF-8
 /// is replaced, so the instructions stay text.
-fn read_prefix(path: &Path, limit: usize) -> std::io::Result<String> {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the path is a checked WorkspacePath"
-    )]
-    let file = std::fs::File::open(path)?;
+fn read_prefix(file: std::fs::File, limit: usize) -> std::io::Result<String> {
     let mut buf = Vec::with_capacity(limit.min(64 * 1024));
     file.take(limit as u64 + 4).read_to_end(&mut buf)?;
     if buf.len() <= limit {

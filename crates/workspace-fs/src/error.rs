@@ -1,0 +1,108 @@
+//! The one error type of the crate.
+
+/// Why a workspace operation was refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    /// The caller gave an absolute path (or `~`, a drive letter, a UNC path).
+    #[error("absolute paths are not accepted: {0}")]
+    Absolute(String),
+    /// `..` leaves the workspace root.
+    #[error("path leaves the workspace: {0}")]
+    Outside(String),
+    /// A symlink on the way points outside the workspace.
+    #[error("path resolves through a symlink to outside the workspace: {0}")]
+    SymlinkEscape(String),
+    /// Symlinks on the way form a loop (or nest too deeply).
+    #[error("too many levels of symbolic links: {0}")]
+    SymlinkLoop(String),
+    /// The path contains a NUL byte or is otherwise unusable.
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// The path does not exist.
+    #[error("no such file or directory: {0}")]
+    NotFound(String),
+    /// A file was expected.
+    #[error("is a directory: {0}")]
+    IsDirectory(String),
+    /// A directory was expected.
+    #[error("not a directory: {0}")]
+    NotADirectory(String),
+    /// Neither a regular file nor a directory (FIFO, socket, device).
+    #[error("not a regular file: {0}")]
+    NotRegular(String),
+    /// The file holds binary content.
+    #[error("binary file: {0}")]
+    Binary(String),
+    /// The file is not valid UTF-8.
+    #[error("{path} is not valid UTF-8 (first invalid byte at offset {offset}, line {line})")]
+    UnsupportedEncoding {
+        /// The file.
+        path: String,
+        /// Absolute byte offset of the first invalid byte.
+        offset: u64,
+        /// Its line (1-based).
+        line: u64,
+    },
+    /// A caller-supplied pattern or regex does not parse.
+    #[error("invalid {kind} {pattern:?}: {error}")]
+    InvalidPattern {
+        /// `glob` or `regex`.
+        kind: &'static str,
+        /// The pattern as given.
+        pattern: String,
+        /// The parser's message.
+        error: String,
+    },
+    /// A caller argument is inconsistent (e.g. `end_line` before `start_line`).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The file is not an image this build decodes.
+    #[error("{path} is not a supported image ({reason})")]
+    NotAnImage {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The image does not fit the limits and may not be resized.
+    #[error("{path}: {reason}")]
+    ImageTooLarge {
+        /// The file.
+        path: String,
+        /// Which limit.
+        reason: String,
+    },
+    /// The root itself is unusable.
+    #[error("workspace root {path}: {reason}")]
+    Root {
+        /// The root as given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The operating system refused.
+    #[error("{path}: {message}")]
+    Io {
+        /// The path concerned.
+        path: String,
+        /// The OS message.
+        message: String,
+        /// Whether trying again may help (EINTR, EAGAIN, a race).
+        transient: bool,
+    },
+}
+
+impl FsError {
+    /// An I/O failure on `path`.
+    pub fn io(path: &str, e: &std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        match e.kind() {
+            K::NotFound => Self::NotFound(path.to_owned()),
+            _ => Self::Io {
+                path: path.to_owned(),
+                message: e.to_string(),
+                transient: matches!(e.kind(), K::Interrupted | K::WouldBlock | K::TimedOut),
+            },
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! `view_image`: a workspace image, resized to fit when asked, as bytes for
+//! one MCP image content block.
+
+use std::io::{Cursor, Read};
+
+use image::{ImageFormat, ImageReader};
+
+use crate::error::FsError;
+use crate::path::{Kind, Workspace, WorkspacePath};
+
+/// Largest file `view_image` will read at all (decoding costs memory).
+pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest image (in pixels per side) it will decode.
+const MAX_DECODE_SIDE: u32 = 20_000;
+
+/// A `view_image` request.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageRequest {
+    /// Most bytes returned.
+    pub max_bytes: usize,
+    /// Widest image returned.
+    pub max_width: u32,
+    /// Tallest image returned.
+    pub max_height: u32,
+    /// Shrink images over the limits instead of refusing them.
+    pub auto_resize: bool,
+}
+
+/// What `view_image` returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageOutcome {
+    /// MIME type of `data`.
+    pub media_type: &'static str,
+    /// The encoded image.
+    pub data: Vec<u8>,
+    /// Size of the file on disk.
+    pub original_bytes: u64,
+    /// Dimensions of the file.
+    pub original_width: u32,
+    /// Dimensions of the file.
+    pub original_height: u32,
+    /// Dimensions of `data`.
+    pub width: u32,
+    /// Dimensions of `data`.
+    pub height: u32,
+    /// `data` was re-encoded at a smaller size.
+    pub resized: bool,
+    /// Notes (animation reduced to its first frame, format change).
+    pub warnings: Vec<String>,
+}
+
+fn mime(f: ImageFormat) -> Option<&'static str> {
+    match f {
+        ImageFormat::Png => Some("image/png"),
+        ImageFormat::Jpeg => Some("image/jpeg"),
+        ImageFormat::Gif => Some("image/gif"),
+        ImageFormat::WebP => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// Loads `path` as an image within `req`.
+pub fn view_image(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &ImageRequest,
+) -> Result<ImageOutcome, FsError> {
+    let shown = path.as_given().to_owned();
+    let (file, kind) = ws.open_beneath(path)?;
+    match kind {
+        Kind::File => {}
+        Kind::Directory => return Err(FsError::IsDirectory(shown)),
+        Kind::Other => return Err(FsError::NotRegular(shown)),
+    }
+    let size = file.metadata().map_err(|e| FsError::io(&shown, &e))?.len();
+    if size > MAX_SOURCE_BYTES {
+        return Err(FsError::ImageTooLarge {
+            path: shown,
+            reason: format!(
+                "the file is {size} bytes; view_image reads at most {MAX_SOURCE_BYTES}"
+            ),
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FsError::io(&shown, &e))?;
+    let not_image = |reason: String| FsError::NotAnImage {
+        path: shown.clone(),
+        reason,
+    };
+    let format =
+        image::guess_format(&bytes).map_err(|_| not_image("unrecognised content".into()))?;
+    let media_type = mime(format)
+        .ok_or_else(|| not_image(format!("{format:?} is not PNG, JPEG, GIF or WebP")))?;
+    let reader = || {
+        let mut r = ImageReader::with_format(Cursor::new(&bytes), format);
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(MAX_DECODE_SIDE);
+        limits.max_image_height = Some(MAX_DECODE_SIDE);
+        limits.max_alloc = Some(1024 * 1024 * 1024);
+        r.limits(limits);
+        r
+    };
+    let (w, h) = reader()
+        .into_dimensions()
+        .map_err(|e| not_image(e.to_string()))?;
+    let fits = bytes.len() <= req.max_bytes && w <= req.max_width && h <= req.max_height;
+    if fits {
+        return Ok(ImageOutcome {
+            media_type,
+            original_bytes: size,
+            data: bytes,
+            original_width: w,
+            original_height: h,
+            width: w,
+            height: h,
+            resized: false,
+            warnings: Vec::new(),
+        });
+    }
+    if !req.auto_resize {
+        return Err(FsError::ImageTooLarge {
+            path: shown,
+            reason: format!(
+                "{w}x{h}, {} bytes exceeds max_width {} / max_height {} / max_bytes {}; pass auto_resize=true or raise the limits",
+                bytes.len(),
+                req.max_width,
+                req.max_height,
+                req.max_bytes
+            ),
+        });
+    }
+    let decoded = reader().decode().map_err(|e| not_image(e.to_string()))?;
+    let mut warnings = Vec::new();
+    if format == ImageFormat::Gif {
+        warnings.push("animated GIFs are shown as their first frame when resized".into());
+    }
+    // JPEG stays JPEG; everything else becomes PNG (lossless, universally shown).
+    let (out_format, out_mime) = if format == ImageFormat::Jpeg {
+        (ImageFormat::Jpeg, "image/jpeg")
+    } else {
+        (ImageFormat::Png, "image/png")
+    };
+    if out_mime != media_type {
+        warnings.push(format!("re-encoded from {media_type} to {out_mime}"));
+    }
+    let (mut tw, mut th) = (req.max_width.min(w), req.max_height.min(h));
+    for _ in 0..8 {
+        let small = decoded.thumbnail(tw.max(1), th.max(1));
+        let mut data = Vec::new();
+        let encoded = if out_format == ImageFormat::Jpeg {
+            small
+                .to_rgb8()
+                .write_to(&mut Cursor::new(&mut data), out_format)
+        } else {
+            small.write_to(&mut Cursor::new(&mut data), out_format)
+        };
+        encoded.map_err(|e| not_image(e.to_string()))?;
+        if data.len() <= req.max_bytes {
+            return Ok(ImageOutcome {
+                media_type: out_mime,
+                data,
+                original_bytes: size,
+                original_width: w,
+                original_height: h,
+                width: small.width(),
+                height: small.height(),
+                resized: true,
+                warnings,
+            });
+        }
+        tw = tw * 3 / 4;
+        th = th * 3 / 4;
+    }
+    Err(FsError::ImageTooLarge {
+        path: shown,
+        reason: format!("could not shrink it under max_bytes {}", req.max_bytes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 7])
+        });
+        let mut out = Vec::new();
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .unwrap();
+        out
+    }
+
+    fn setup(name: &str, bytes: &[u8]) -> (tempfile::TempDir, Workspace, WorkspacePath) {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join(name), bytes).unwrap();
+        let w = Workspace::open(t.path()).unwrap();
+        let p = w.resolve(name).unwrap();
+        (t, w, p)
+    }
+
+    const REQ: ImageRequest = ImageRequest {
+        max_bytes: 5 * 1024 * 1024,
+        max_width: 2000,
+        max_height: 2000,
+        auto_resize: true,
+    };
+
+    #[test]
+    fn small_images_pass_through() {
+        let bytes = png(10, 20);
+        let (_t, w, p) = setup("a.png", &bytes);
+        let o = view_image(&w, &p, &REQ).unwrap();
+        assert_eq!(
+            (o.media_type, o.width, o.height, o.resized),
+            ("image/png", 10, 20, false)
+        );
+        assert_eq!(o.data, bytes);
+    }
+
+    #[test]
+    fn large_images_resize_or_refuse() {
+        let (_t, w, p) = setup("big.png", &png(300, 100));
+        let small = ImageRequest {
+            max_width: 60,
+            max_height: 60,
+            ..REQ
+        };
+        let o = view_image(&w, &p, &small).unwrap();
+        assert!(o.resized);
+        assert_eq!((o.width, o.height, o.original_width), (60, 20, 300));
+        let strict = ImageRequest {
+            auto_resize: false,
+            ..small
+        };
+        assert!(matches!(
+            view_image(&w, &p, &strict),
+            Err(FsError::ImageTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn non_images_are_refused() {
+        let (_t, w, p) = setup("a.txt", b"hello, not an image");
+        assert!(matches!(
+            view_image(&w, &p, &REQ),
+            Err(FsError::NotAnImage { .. })
+        ));
+        let (_t, w, p) = setup("trunc.png", &png(10, 10)[..30]);
+        assert!(matches!(
+            view_image(&w, &p, &REQ),
+            Err(FsError::NotAnImage { .. })
+        ));
+    }
+}

@@ -1,0 +1,589 @@
+//! `list_dir` and `list_files` on the `ignore` crate.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use ignore::{WalkBuilder, WalkState};
+
+use crate::error::FsError;
+use crate::path::{Workspace, WorkspacePath};
+
+/// Entries a sorted-by-metadata listing may collect before it stops.
+pub const MAX_SCAN_FOR_SORT: usize = 200_000;
+
+/// The type of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EntryType {
+    /// A directory.
+    Directory,
+    /// A regular file.
+    File,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// Anything else.
+    Other,
+}
+
+impl EntryType {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Directory => "directory",
+            Self::File => "file",
+            Self::Symlink => "symlink",
+            Self::Other => "other",
+        }
+    }
+
+    fn of(ft: Option<std::fs::FileType>) -> Self {
+        match ft {
+            Some(t) if t.is_symlink() => Self::Symlink,
+            Some(t) if t.is_dir() => Self::Directory,
+            Some(t) if t.is_file() => Self::File,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One listed entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// File name.
+    pub name: String,
+    /// Workspace-relative path.
+    pub path: String,
+    /// Its type.
+    pub kind: EntryType,
+    /// Size in bytes (of the link itself for symlinks).
+    pub size_bytes: u64,
+    /// Modification time.
+    pub modified: Option<SystemTime>,
+    /// Starts with a dot.
+    pub is_hidden: bool,
+    /// Would be left out by `.gitignore`/`.ignore` (only computed when
+    /// ignored entries are included).
+    pub is_ignored: bool,
+    /// Depth below the listed directory (1 = direct child).
+    pub depth: usize,
+}
+
+/// How to order entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// By path (directory walk order for `list_dir`).
+    Name,
+    /// Directories first, then by name.
+    Type,
+    /// Newest first, then by path.
+    Modified,
+}
+
+/// A listing request.
+#[derive(Debug, Clone)]
+pub struct ListRequest {
+    /// Descend below direct children.
+    pub recursive: bool,
+    /// Deepest level when recursive.
+    pub max_depth: usize,
+    /// Most entries returned.
+    pub max_entries: usize,
+    /// Include dot-entries.
+    pub include_hidden: bool,
+    /// Include `.gitignore`d entries.
+    pub include_ignored: bool,
+    /// Order.
+    pub sort: SortKey,
+}
+
+/// A listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The entries, in order, at most the cap.
+    pub entries: Vec<Entry>,
+    /// More entries exist than were returned.
+    pub truncated: bool,
+    /// Entries that could not be read, and similar.
+    pub warnings: Vec<String>,
+}
+
+fn walker(root: &Path, include_hidden: bool, include_ignored: bool) -> WalkBuilder {
+    let mut b = WalkBuilder::new(root);
+    b.hidden(!include_hidden)
+        .ignore(!include_ignored)
+        .git_ignore(!include_ignored)
+        .git_exclude(!include_ignored)
+        .git_global(false)
+        .parents(!include_ignored)
+        .require_git(false)
+        .follow_links(false)
+        // `.git` is never listed, even with include_hidden.
+        .filter_entry(|e| e.file_name() != ".git");
+    b
+}
+
+fn entry_of(ws: &Workspace, e: &ignore::DirEntry) -> Option<Entry> {
+    let rel = ws.relative_of(e.path())?;
+    let meta = e.path().symlink_metadata().ok();
+    let name = e.file_name().to_string_lossy().into_owned();
+    Some(Entry {
+        is_hidden: name.starts_with('.'),
+        name,
+        path: rel.to_string_lossy().into_owned(),
+        kind: EntryType::of(e.file_type()),
+        size_bytes: meta.as_ref().map_or(0, std::fs::Metadata::len),
+        modified: meta.and_then(|m| m.modified().ok()),
+        is_ignored: false,
+        depth: e.depth(),
+    })
+}
+
+/// Lists a directory (optionally recursively), in walk order by name.
+pub fn list_dir(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &ListRequest,
+) -> Result<Listing, FsError> {
+    let root = ws.open_dir(path)?;
+    let depth = if req.recursive {
+        req.max_depth.max(1)
+    } else {
+        1
+    };
+    let mut b = walker(&root, req.include_hidden, req.include_ignored);
+    b.max_depth(Some(depth))
+        .sort_by_file_name(std::cmp::Ord::cmp);
+    let cap = if req.sort == SortKey::Name {
+        req.max_entries + 1
+    } else {
+        MAX_SCAN_FOR_SORT
+    };
+    let mut warnings = Vec::new();
+    let mut entries = Vec::new();
+    for item in b.build() {
+        match item {
+            Ok(e) if e.depth() == 0 => {}
+            Ok(e) => {
+                if let Some(entry) = entry_of(ws, &e) {
+                    entries.push(entry);
+                }
+                if entries.len() >= cap {
+                    break;
+                }
+            }
+            Err(err) => warnings.push(err.to_string()),
+        }
+    }
+    if entries.len() >= MAX_SCAN_FOR_SORT {
+        warnings.push(format!(
+            "sorting by {} stopped after {MAX_SCAN_FOR_SORT} entries; list a smaller directory",
+            if req.sort == SortKey::Type {
+                "type"
+            } else {
+                "modified"
+            }
+        ));
+    }
+    sort_entries(&mut entries, req.sort);
+    let truncated = entries.len() > req.max_entries;
+    entries.truncate(req.max_entries);
+    if req.include_ignored {
+        mark_ignored(ws, &root, depth, req.include_hidden, &mut entries);
+    }
+    Ok(Listing {
+        entries,
+        truncated,
+        warnings,
+    })
+}
+
+fn sort_entries(entries: &mut [Entry], key: SortKey) {
+    match key {
+        SortKey::Name => {}
+        SortKey::Type => {
+            entries.sort_by(|a, b| a.kind.cmp(&b.kind).then_with(|| a.path.cmp(&b.path)))
+        }
+        SortKey::Modified => entries.sort_by(|a, b| {
+            b.modified
+                .cmp(&a.modified)
+                .then_with(|| a.path.cmp(&b.path))
+        }),
+    }
+}
+
+/// Marks the entries a listing that honours ignore files would have left out.
+fn mark_ignored(ws: &Workspace, root: &Path, depth: usize, hidden: bool, entries: &mut [Entry]) {
+    let mut b = walker(root, hidden, false);
+    b.max_depth(Some(depth));
+    let kept: std::collections::HashSet<String> = b
+        .build()
+        .filter_map(Result::ok)
+        .filter_map(|e| ws.relative_of(e.path()))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    for e in entries {
+        e.is_ignored = !kept.contains(&e.path);
+    }
+}
+
+/// Glob filters: a pattern with a `/` matches the path below the listed
+/// directory (`*` stays within one directory, `**` crosses them); one
+/// without matches the file name.
+#[derive(Debug, Clone)]
+pub struct Globs {
+    include_path: GlobSet,
+    include_name: GlobSet,
+    exclude_path: GlobSet,
+    exclude_name: GlobSet,
+    has_include: bool,
+}
+
+impl Globs {
+    /// Compiles the include and exclude patterns.
+    pub fn new(include: &[String], exclude: &[String]) -> Result<Self, FsError> {
+        let (include_path, include_name) = split(include)?;
+        let (exclude_path, exclude_name) = split(exclude)?;
+        Ok(Self {
+            include_path,
+            include_name,
+            exclude_path,
+            exclude_name,
+            has_include: !include.is_empty(),
+        })
+    }
+
+    /// Whether a file at `rel` (relative to the listed directory) is wanted.
+    pub fn wants(&self, rel: &Path) -> bool {
+        let name = rel.file_name().map(Path::new).unwrap_or(rel);
+        if self.excluded(rel) {
+            return false;
+        }
+        !self.has_include || self.include_path.is_match(rel) || self.include_name.is_match(name)
+    }
+
+    /// Whether a file or directory at `rel` is excluded.
+    pub fn excluded(&self, rel: &Path) -> bool {
+        let name = rel.file_name().map(Path::new).unwrap_or(rel);
+        self.exclude_path.is_match(rel) || self.exclude_name.is_match(name)
+    }
+}
+
+fn split(patterns: &[String]) -> Result<(GlobSet, GlobSet), FsError> {
+    let mut by_path = GlobSetBuilder::new();
+    let mut by_name = GlobSetBuilder::new();
+    for p in patterns {
+        let bad = |e: globset::Error| FsError::InvalidPattern {
+            kind: "glob",
+            pattern: p.clone(),
+            error: e.kind().to_string(),
+        };
+        let trimmed = p.trim_start_matches("./");
+        if trimmed.contains('/') {
+            let g = GlobBuilder::new(trimmed.trim_start_matches('/'))
+                .literal_separator(true)
+                .build()
+                .map_err(bad)?;
+            by_path.add(g);
+        } else {
+            by_name.add(Glob::new(trimmed).map_err(bad)?);
+        }
+    }
+    let build = |b: GlobSetBuilder| {
+        b.build().map_err(|e| FsError::InvalidPattern {
+            kind: "glob",
+            pattern: patterns.join(", "),
+            error: e.to_string(),
+        })
+    };
+    Ok((build(by_path)?, build(by_name)?))
+}
+
+/// A `list_files` request.
+#[derive(Debug, Clone)]
+pub struct FilesRequest {
+    /// Include and exclude globs.
+    pub globs: Globs,
+    /// Include dot-files.
+    pub include_hidden: bool,
+    /// Include ignored files.
+    pub include_ignored: bool,
+    /// Most files returned.
+    pub max_results: usize,
+    /// `Name` (path) or `Modified`.
+    pub sort: SortKey,
+}
+
+/// Lists files below a directory with the parallel walker; the full set is
+/// sorted before the cap, so the answer is deterministic.
+pub fn list_files(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &FilesRequest,
+) -> Result<Listing, FsError> {
+    let root = ws.open_dir(path)?;
+    let found: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    let warnings: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut b = walker(&root, req.include_hidden, req.include_ignored);
+    let globs = req.globs.clone();
+    let root_for_filter = root.clone();
+    b.filter_entry(move |e| {
+        e.file_name() != ".git"
+            && !(e.depth() > 0
+                && e.file_type().is_some_and(|t| t.is_dir())
+                && e.path()
+                    .strip_prefix(&root_for_filter)
+                    .is_ok_and(|r| globs.excluded(r)))
+    });
+    let want_meta = req.sort == SortKey::Modified;
+    b.build_parallel().run(|| {
+        let mut batch = Batch {
+            local: Vec::new(),
+            sink: &found,
+        };
+        let warnings = &warnings;
+        let root = &root;
+        let globs = &req.globs;
+        Box::new(move |item| {
+            match item {
+                Ok(e) if e.file_type().is_some_and(|t| t.is_file() || t.is_symlink()) => {
+                    let wanted = e.path().strip_prefix(root).is_ok_and(|r| globs.wants(r));
+                    if wanted && let Some(rel) = ws.relative_of(e.path()) {
+                        let meta = want_meta
+                            .then(|| e.path().symlink_metadata().ok())
+                            .flatten();
+                        batch.local.push(Entry {
+                            name: e.file_name().to_string_lossy().into_owned(),
+                            path: rel.to_string_lossy().into_owned(),
+                            kind: EntryType::of(e.file_type()),
+                            size_bytes: meta.as_ref().map_or(0, std::fs::Metadata::len),
+                            modified: meta.and_then(|m| m.modified().ok()),
+                            is_hidden: false,
+                            is_ignored: false,
+                            depth: e.depth(),
+                        });
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => lock(warnings).push(err.to_string()),
+            }
+            WalkState::Continue
+        })
+    });
+    let mut entries = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    match req.sort {
+        SortKey::Modified => sort_entries(&mut entries, SortKey::Modified),
+        _ => entries.sort_unstable_by(|a, b| a.path.cmp(&b.path)),
+    }
+    let truncated = entries.len() > req.max_results;
+    entries.truncate(req.max_results);
+    if !want_meta {
+        for e in &mut entries {
+            if let Ok(m) = ws.root().join(&e.path).symlink_metadata() {
+                e.size_bytes = m.len();
+                e.modified = m.modified().ok();
+            }
+        }
+    }
+    for e in &mut entries {
+        e.is_hidden = e.path.split('/').any(|c| c.starts_with('.'));
+    }
+    Ok(Listing {
+        entries,
+        truncated,
+        warnings: warnings.into_inner().unwrap_or_else(|p| p.into_inner()),
+    })
+}
+
+/// A walker thread's findings, handed over when the walker drops the thread's visitor.
+struct Batch<'a, T> {
+    local: Vec<T>,
+    sink: &'a Mutex<Vec<T>>,
+}
+
+impl<T> Drop for Batch<'_, T> {
+    fn drop(&mut self) {
+        lock(self.sink).append(&mut self.local);
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, Workspace) {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for (p, c) in [
+            ("src/main.rs", "fn main() {}"),
+            ("src/lib.rs", "pub fn f() {}"),
+            ("src/deep/x.rs", "x"),
+            ("README.md", "readme"),
+            ("build/out.o", "obj"),
+            (".hidden/h.txt", "h"),
+            (".gitignore", "build/\n"),
+            ("node_modules/m/index.js", "m"),
+        ] {
+            std::fs::create_dir_all(r.join(p).parent().unwrap()).unwrap();
+            std::fs::write(r.join(p), c).unwrap();
+        }
+        std::fs::create_dir(r.join(".git")).unwrap();
+        std::fs::write(r.join(".git/HEAD"), "ref").unwrap();
+        let w = Workspace::open(r).unwrap();
+        (t, w)
+    }
+
+    fn dir_req(recursive: bool) -> ListRequest {
+        ListRequest {
+            recursive,
+            max_depth: 20,
+            max_entries: 1000,
+            include_hidden: false,
+            include_ignored: false,
+            sort: SortKey::Name,
+        }
+    }
+
+    fn paths(l: &Listing) -> Vec<&str> {
+        l.entries.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    #[test]
+    fn list_dir_honours_ignore_and_hidden() {
+        let (_t, w) = tree();
+        let root = w.resolve(".").unwrap();
+        let l = list_dir(&w, &root, &dir_req(false)).unwrap();
+        assert_eq!(paths(&l), ["README.md", "node_modules", "src"]);
+        let l = list_dir(&w, &root, &dir_req(true)).unwrap();
+        assert_eq!(
+            paths(&l),
+            [
+                "README.md",
+                "node_modules",
+                "node_modules/m",
+                "node_modules/m/index.js",
+                "src",
+                "src/deep",
+                "src/deep/x.rs",
+                "src/lib.rs",
+                "src/main.rs"
+            ]
+        );
+        let all = ListRequest {
+            include_hidden: true,
+            include_ignored: true,
+            ..dir_req(false)
+        };
+        let l = list_dir(&w, &root, &all).unwrap();
+        assert_eq!(
+            paths(&l),
+            [
+                ".gitignore",
+                ".hidden",
+                "README.md",
+                "build",
+                "node_modules",
+                "src"
+            ]
+        );
+        assert!(
+            l.entries
+                .iter()
+                .find(|e| e.path == "build")
+                .unwrap()
+                .is_ignored
+        );
+        assert!(
+            !l.entries
+                .iter()
+                .find(|e| e.path == "src")
+                .unwrap()
+                .is_ignored
+        );
+        let capped = ListRequest {
+            max_entries: 2,
+            ..dir_req(true)
+        };
+        let l = list_dir(&w, &root, &capped).unwrap();
+        assert!(l.truncated);
+        assert_eq!(paths(&l), ["README.md", "node_modules"]);
+        let typed = ListRequest {
+            sort: SortKey::Type,
+            ..dir_req(false)
+        };
+        assert_eq!(
+            paths(&list_dir(&w, &root, &typed).unwrap()),
+            ["node_modules", "src", "README.md"]
+        );
+        let f = w.resolve("README.md").unwrap();
+        assert!(matches!(
+            list_dir(&w, &f, &dir_req(false)),
+            Err(FsError::NotADirectory(_))
+        ));
+    }
+
+    fn files_req(include: &[&str], exclude: &[&str]) -> FilesRequest {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        FilesRequest {
+            globs: Globs::new(&s(include), &s(exclude)).unwrap(),
+            include_hidden: false,
+            include_ignored: false,
+            max_results: 100,
+            sort: SortKey::Name,
+        }
+    }
+
+    #[test]
+    fn list_files_globs() {
+        let (_t, w) = tree();
+        let root = w.resolve(".").unwrap();
+        let l = list_files(&w, &root, &files_req(&[], &[])).unwrap();
+        assert_eq!(
+            paths(&l),
+            [
+                "README.md",
+                "node_modules/m/index.js",
+                "src/deep/x.rs",
+                "src/lib.rs",
+                "src/main.rs"
+            ]
+        );
+        let l = list_files(&w, &root, &files_req(&["*.rs"], &[])).unwrap();
+        assert_eq!(paths(&l), ["src/deep/x.rs", "src/lib.rs", "src/main.rs"]);
+        let l = list_files(&w, &root, &files_req(&["src/*.rs"], &[])).unwrap();
+        assert_eq!(paths(&l), ["src/lib.rs", "src/main.rs"]);
+        let l = list_files(&w, &root, &files_req(&["**/*.rs"], &["deep"])).unwrap();
+        assert_eq!(paths(&l), ["src/lib.rs", "src/main.rs"]);
+        let l = list_files(&w, &root, &files_req(&[], &["node_modules", "*.md"])).unwrap();
+        assert_eq!(paths(&l), ["src/deep/x.rs", "src/lib.rs", "src/main.rs"]);
+        let src = w.resolve("src").unwrap();
+        let l = list_files(&w, &src, &files_req(&["deep/*.rs"], &[])).unwrap();
+        assert_eq!(paths(&l), ["src/deep/x.rs"]);
+        let mut capped = files_req(&[], &[]);
+        capped.max_results = 2;
+        let l = list_files(&w, &root, &capped).unwrap();
+        assert!(l.truncated);
+        assert_eq!(paths(&l), ["README.md", "node_modules/m/index.js"]);
+        assert!(Globs::new(&["a[".into()], &[]).is_err());
+    }
+
+    #[test]
+    fn symlinks_are_listed_not_followed() {
+        let (t, w) = tree();
+        std::os::unix::fs::symlink(t.path(), w.root().join("src/loop")).unwrap();
+        std::os::unix::fs::symlink("/etc", w.root().join("src/etc")).unwrap();
+        let root = w.resolve("src").unwrap();
+        let l = list_dir(&w, &root, &dir_req(true)).unwrap();
+        let etc = l.entries.iter().find(|e| e.path == "src/etc").unwrap();
+        assert_eq!(etc.kind, EntryType::Symlink);
+        assert!(
+            !l.entries
+                .iter()
+                .any(|e| e.path.starts_with("src/etc/") || e.path.starts_with("src/loop/"))
+        );
+    }
+}

@@ -1,0 +1,442 @@
+//! `search_text` on the grep crates: literal or regex, context lines from the
+//! same pass, binary files skipped, previews cut at UTF-8 boundaries, and a
+//! walk that stops as soon as the result cap is known to be exceeded.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkState;
+
+use crate::error::FsError;
+use crate::list::{Globs, lock};
+use crate::path::{Kind, Workspace, WorkspacePath};
+
+/// A search request.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    /// The text or regex.
+    pub query: String,
+    /// Treat `query` as a regex.
+    pub regex: bool,
+    /// Match case exactly.
+    pub case_sensitive: bool,
+    /// Include and exclude globs.
+    pub globs: Globs,
+    /// Lines of context before and after each match.
+    pub context_lines: usize,
+    /// Most matches returned.
+    pub max_results: usize,
+    /// Longest preview of a line.
+    pub max_preview_bytes: usize,
+}
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextMatch {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Line number (1-based).
+    pub line: u64,
+    /// Byte column of the first match on the line (1-based).
+    pub column: u64,
+    /// The line, cut at `max_preview_bytes`.
+    pub preview: String,
+    /// The preview was cut.
+    pub preview_truncated: bool,
+    /// Up to `context_lines` lines before.
+    pub before: Vec<String>,
+    /// Up to `context_lines` lines after.
+    pub after: Vec<String>,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchOutcome {
+    /// Matches sorted by path and line, at most `max_results`.
+    pub matches: Vec<TextMatch>,
+    /// More matches exist than were returned (the search stopped early).
+    pub truncated: bool,
+    /// Files opened and searched.
+    pub files_searched: usize,
+    /// Binary files skipped.
+    pub binary_files_skipped: usize,
+    /// Unreadable entries and similar.
+    pub warnings: Vec<String>,
+}
+
+struct Shared<'a> {
+    ws: &'a Workspace,
+    matcher: RegexMatcher,
+    req: &'a SearchRequest,
+    found: AtomicUsize,
+    stop: AtomicBool,
+    searched: AtomicUsize,
+    binary: AtomicUsize,
+    matches: Mutex<Vec<TextMatch>>,
+    warnings: Mutex<Vec<String>>,
+}
+
+/// Searches the file or directory at `path`.
+pub fn search_text(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &SearchRequest,
+) -> Result<SearchOutcome, FsError> {
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(!req.case_sensitive)
+        .fixed_strings(!req.regex)
+        .line_terminator(Some(b'\n'))
+        .build(&req.query)
+        .map_err(|e| FsError::InvalidPattern {
+            kind: "regex",
+            pattern: req.query.clone(),
+            error: e.to_string(),
+        })?;
+    let shared = Shared {
+        ws,
+        matcher,
+        req,
+        found: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        searched: AtomicUsize::new(0),
+        binary: AtomicUsize::new(0),
+        matches: Mutex::new(Vec::new()),
+        warnings: Mutex::new(Vec::new()),
+    };
+    let proto = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .before_context(req.context_lines)
+        .after_context(req.context_lines)
+        .build();
+    let (_, kind) = ws.open_beneath(path)?;
+    if kind == Kind::File {
+        let mut searcher = proto.clone();
+        search_one(&shared, &mut searcher, path.clone());
+    } else {
+        let root = ws.open_dir(path)?;
+        let mut b = ignore::WalkBuilder::new(&root);
+        let globs = req.globs.clone();
+        let root_for_filter = root.clone();
+        b.hidden(true)
+            .ignore(true)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .parents(true)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(move |e| {
+                e.file_name() != ".git"
+                    && !(e.depth() > 0
+                        && e.file_type().is_some_and(|t| t.is_dir())
+                        && e.path()
+                            .strip_prefix(&root_for_filter)
+                            .is_ok_and(|r| globs.excluded(r)))
+            });
+        b.build_parallel().run(|| {
+            let mut searcher = proto.clone();
+            let shared = &shared;
+            let root = &root;
+            Box::new(move |item| {
+                if shared.stop.load(Ordering::Relaxed) {
+                    return WalkState::Quit;
+                }
+                match item {
+                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
+                        let wanted = e
+                            .path()
+                            .strip_prefix(root)
+                            .is_ok_and(|r| shared.req.globs.wants(r));
+                        if wanted && let Some(rel) = shared.ws.relative_of(e.path()) {
+                            search_one(shared, &mut searcher, shared.ws.path_from_relative(rel));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(err) => lock(&shared.warnings).push(err.to_string()),
+                }
+                if shared.stop.load(Ordering::Relaxed) {
+                    WalkState::Quit
+                } else {
+                    WalkState::Continue
+                }
+            })
+        });
+    }
+    let truncated = shared.found.load(Ordering::SeqCst) > req.max_results;
+    let mut matches = shared
+        .matches
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    matches.sort_by(|a, b| a.path.cmp(&b.path).then(a.line.cmp(&b.line)));
+    matches.truncate(req.max_results);
+    Ok(SearchOutcome {
+        matches,
+        truncated,
+        files_searched: shared.searched.load(Ordering::SeqCst),
+        binary_files_skipped: shared.binary.load(Ordering::SeqCst),
+        warnings: shared
+            .warnings
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner()),
+    })
+}
+
+fn search_one(shared: &Shared<'_>, searcher: &mut Searcher, path: WorkspacePath) {
+    // Opened beneath the root: a file swapped for an outside symlink is refused.
+    let file = match shared.ws.open_beneath(&path) {
+        Ok((f, Kind::File)) => f,
+        Ok(_) => return,
+        Err(e) => {
+            lock(&shared.warnings).push(e.to_string());
+            return;
+        }
+    };
+    shared.searched.fetch_add(1, Ordering::Relaxed);
+    let mut sink = Collect {
+        shared,
+        path: path.display(),
+        out: Vec::new(),
+        ring: VecDeque::new(),
+        pending: Vec::new(),
+        last_line: 0,
+        binary: false,
+    };
+    if let Err(e) = searcher.search_file(&shared.matcher, &file, &mut sink) {
+        lock(&shared.warnings).push(format!("{}: {e}", path.display()));
+    }
+    if sink.binary {
+        shared.binary.fetch_add(1, Ordering::Relaxed);
+        // Matches found before the NUL byte came from a binary file: drop them.
+        return;
+    }
+    if !sink.out.is_empty() {
+        lock(&shared.matches).append(&mut sink.out);
+    }
+}
+
+struct Collect<'a, 's> {
+    shared: &'a Shared<'s>,
+    path: String,
+    out: Vec<TextMatch>,
+    /// The last `context_lines` lines seen (match or context).
+    ring: VecDeque<String>,
+    /// Matches still owed after-context: (index in out, lines still wanted).
+    pending: Vec<(usize, usize)>,
+    last_line: u64,
+    binary: bool,
+}
+
+impl Collect<'_, '_> {
+    fn preview(&self, bytes: &[u8]) -> (String, bool) {
+        let line = trim_eol(bytes);
+        let cap = self.shared.req.max_preview_bytes;
+        let text = String::from_utf8_lossy(line);
+        if text.len() <= cap {
+            return (text.into_owned(), false);
+        }
+        let mut cut = cap;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        (text[..cut].to_owned(), true)
+    }
+
+    fn line(&mut self, number: u64, bytes: &[u8], is_match: bool) {
+        let n = self.shared.req.context_lines;
+        if self.last_line != 0 && number != self.last_line + 1 {
+            self.ring.clear();
+            self.pending.clear();
+        }
+        self.last_line = number;
+        let (text, cut) = self.preview(bytes);
+        for (idx, left) in &mut self.pending {
+            self.out[*idx].after.push(text.clone());
+            *left -= 1;
+        }
+        self.pending.retain(|(_, left)| *left > 0);
+        if is_match {
+            let column = self
+                .shared
+                .matcher
+                .find(bytes)
+                .ok()
+                .flatten()
+                .map_or(1, |m| m.start() as u64 + 1);
+            self.out.push(TextMatch {
+                path: self.path.clone(),
+                line: number,
+                column,
+                preview: text.clone(),
+                preview_truncated: cut,
+                before: self.ring.iter().cloned().collect(),
+                after: Vec::new(),
+            });
+            if n > 0 {
+                self.pending.push((self.out.len() - 1, n));
+            }
+        }
+        if n > 0 {
+            self.ring.push_back(text);
+            if self.ring.len() > n {
+                self.ring.pop_front();
+            }
+        }
+    }
+}
+
+fn trim_eol(b: &[u8]) -> &[u8] {
+    let b = b.strip_suffix(b"\n").unwrap_or(b);
+    b.strip_suffix(b"\r").unwrap_or(b)
+}
+
+impl Sink for Collect<'_, '_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let first = m.line_number().unwrap_or(0);
+        for (i, line) in m.lines().enumerate() {
+            let total = self.shared.found.fetch_add(1, Ordering::SeqCst) + 1;
+            if total > self.shared.req.max_results {
+                self.shared.stop.store(true, Ordering::SeqCst);
+                return Ok(false);
+            }
+            self.line(first + i as u64, line, true);
+        }
+        Ok(!self.shared.stop.load(Ordering::Relaxed))
+    }
+
+    fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if let Some(n) = c.line_number() {
+            self.line(n, c.bytes(), false);
+        }
+        Ok(!self.shared.stop.load(Ordering::Relaxed))
+    }
+
+    fn binary_data(&mut self, _s: &Searcher, _offset: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+impl Workspace {
+    /// A [`WorkspacePath`] for a relative path produced by a walk below the
+    /// root (not caller input; opening it still resolves beneath the root).
+    pub(crate) fn path_from_relative(&self, rel: std::path::PathBuf) -> WorkspacePath {
+        WorkspacePath::from_walk(rel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Workspace) {
+        let t = tempfile::tempdir().unwrap();
+        for (p, c) in files {
+            let f = t.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, c).unwrap();
+        }
+        let w = Workspace::open(t.path()).unwrap();
+        (t, w)
+    }
+
+    fn req(q: &str) -> SearchRequest {
+        SearchRequest {
+            query: q.into(),
+            regex: false,
+            case_sensitive: false,
+            globs: Globs::new(&[], &[]).unwrap(),
+            context_lines: 0,
+            max_results: 100,
+            max_preview_bytes: 512,
+        }
+    }
+
+    fn run(w: &Workspace, r: &SearchRequest) -> SearchOutcome {
+        search_text(w, &w.resolve(".").unwrap(), r).unwrap()
+    }
+
+    #[test]
+    fn literal_regex_case_and_columns() {
+        let (_t, w) = ws(&[
+            ("a.txt", b"Alpha beta\nneedle (1)\n"),
+            ("b/c.rs", b"fn x() { needle }\n"),
+        ]);
+        let o = run(&w, &req("NEEDLE"));
+        let got: Vec<_> = o
+            .matches
+            .iter()
+            .map(|m| (m.path.as_str(), m.line, m.column))
+            .collect();
+        assert_eq!(got, [("a.txt", 2, 1), ("b/c.rs", 1, 10)]);
+        let mut cs = req("NEEDLE");
+        cs.case_sensitive = true;
+        assert!(run(&w, &cs).matches.is_empty());
+        // A literal with regex metacharacters is literal.
+        assert_eq!(run(&w, &req("(1)")).matches.len(), 1);
+        let mut rx = req(r"needle \(\d\)");
+        rx.regex = true;
+        assert_eq!(run(&w, &rx).matches.len(), 1);
+        let mut bad = req("a(");
+        bad.regex = true;
+        assert!(matches!(
+            search_text(&w, &w.resolve(".").unwrap(), &bad),
+            Err(FsError::InvalidPattern { kind: "regex", .. })
+        ));
+    }
+
+    #[test]
+    fn context_lines_and_cap() {
+        let body: String = (1..=30).map(|i| format!("line {i} needle\n")).collect();
+        let (_t, w) = ws(&[("f.txt", body.as_bytes())]);
+        let mut r = req("needle");
+        r.context_lines = 1;
+        r.max_results = 2;
+        let o = run(&w, &r);
+        assert!(o.truncated);
+        assert_eq!(o.matches.len(), 2);
+        assert_eq!(o.matches[0].before, Vec::<String>::new());
+        assert_eq!(o.matches[0].after, ["line 2 needle"]);
+        assert_eq!(o.matches[1].before, ["line 1 needle"]);
+        let body2 = "a\nb\nhit\nc\nd\n\n\n\nhit\n";
+        let (_t2, w2) = ws(&[("g.txt", body2.as_bytes())]);
+        let mut r2 = req("hit");
+        r2.context_lines = 2;
+        let o = run(&w2, &r2);
+        assert_eq!(o.matches[0].before, ["a", "b"]);
+        assert_eq!(o.matches[0].after, ["c", "d"]);
+        assert_eq!(o.matches[1].before, ["", ""]);
+        assert!(!o.truncated);
+    }
+
+    #[test]
+    fn binary_ignored_hidden_and_previews() {
+        let long = format!("{}needle\n", "é".repeat(100));
+        let (_t, w) = ws(&[
+            ("bin.dat", b"needle\0\x01\x02"),
+            ("build/x.txt", b"needle"),
+            (".gitignore", b"build/\n"),
+            (".hid/y.txt", b"needle"),
+            ("long.txt", long.as_bytes()),
+        ]);
+        let mut r = req("needle");
+        r.max_preview_bytes = 81;
+        let o = run(&w, &r);
+        assert_eq!(o.matches.len(), 1, "{:?}", o.matches);
+        assert_eq!(o.binary_files_skipped, 1);
+        assert!(o.matches[0].preview_truncated);
+        assert_eq!(o.matches[0].preview.len(), 80);
+        let mut g = req("needle");
+        g.globs = Globs::new(&["*.dat".into()], &[]).unwrap();
+        assert!(run(&w, &g).matches.is_empty());
+        // A single file path searches that file.
+        let o = search_text(&w, &w.resolve("long.txt").unwrap(), &req("needle")).unwrap();
+        assert_eq!(o.files_searched, 1);
+    }
+}
