@@ -269,3 +269,83 @@ mod tests {
         assert!(validate(spec, Some(&json!({"patterns":"*.rs"}))).is_err());
     }
 }
+
+/// Validated arguments with the catalog's defaults filled in on read, so a
+/// default is written down once (in the catalog).
+#[derive(Debug, Clone)]
+pub struct Args {
+    spec: &'static ToolSpec,
+    map: Map<String, Value>,
+}
+
+impl Args {
+    pub fn new(spec: &'static ToolSpec, map: Map<String, Value>) -> Self {
+        Self { spec, map }
+    }
+
+    fn param(&self, name: &str) -> Option<&Param> {
+        self.spec.params.iter().find(|p| p.name == name)
+    }
+
+    /// An integer argument, or its default.
+    pub fn u64(&self, name: &str) -> Option<u64> {
+        self.map
+            .get(name)
+            .and_then(Value::as_u64)
+            .or_else(|| match self.param(name)?.kind {
+                Kind::Int { default, .. } => default,
+                _ => None,
+            })
+    }
+
+    /// An integer argument as usize (saturating on 32-bit targets).
+    pub fn usize(&self, name: &str) -> Option<usize> {
+        self.u64(name)
+            .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+    }
+
+    /// A string argument, or its default.
+    pub fn str(&self, name: &str) -> Option<&str> {
+        self.map
+            .get(name)
+            .and_then(Value::as_str)
+            .or_else(|| match self.param(name)?.kind {
+                Kind::Str { default, .. } => default,
+                _ => None,
+            })
+    }
+
+    /// A boolean argument, or its default (false when it has none).
+    pub fn bool(&self, name: &str) -> bool {
+        self.map
+            .get(name)
+            .and_then(Value::as_bool)
+            .unwrap_or_else(|| {
+                matches!(
+                    self.param(name).map(|p| p.kind),
+                    Some(Kind::Bool {
+                        default: Some(true)
+                    })
+                )
+            })
+    }
+
+    /// A string-list argument (empty when absent).
+    pub fn strings(&self, name: &str) -> Vec<String> {
+        self.map
+            .get(name)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The raw map.
+    pub fn map(&self) -> &Map<String, Value> {
+        &self.map
+    }
+}

@@ -12,6 +12,7 @@ mod card;
 mod catalog;
 mod cli;
 mod envelope;
+mod errors;
 mod limits;
 mod server;
 mod tools;

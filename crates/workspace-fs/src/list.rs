@@ -314,7 +314,8 @@ pub struct FilesRequest {
     pub sort: SortKey,
 }
 
-/// Lists files below a directory with the parallel walker; the full set is
+/// Lists the regular files below a directory (symlinks are not followed nor
+/// listed, like `rg --files`) with the parallel walker; the full set is
 /// sorted before the cap, so the answer is deterministic.
 pub fn list_files(
     ws: &Workspace,
@@ -346,7 +347,7 @@ pub fn list_files(
         let globs = &req.globs;
         Box::new(move |item| {
             match item {
-                Ok(e) if e.file_type().is_some_and(|t| t.is_file() || t.is_symlink()) => {
+                Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
                     let wanted = e.path().strip_prefix(root).is_ok_and(|r| globs.wants(r));
                     if wanted && let Some(rel) = ws.relative_of(e.path()) {
                         let meta = want_meta
@@ -396,9 +397,22 @@ pub fn list_files(
 }
 
 /// A walker thread's findings, handed over when the walker drops the thread's visitor.
-struct Batch<'a, T> {
+pub(crate) struct Batch<'a, T> {
     local: Vec<T>,
     sink: &'a Mutex<Vec<T>>,
+}
+
+impl<'a, T> Batch<'a, T> {
+    pub(crate) fn new(sink: &'a Mutex<Vec<T>>) -> Self {
+        Self {
+            local: Vec::new(),
+            sink,
+        }
+    }
+
+    pub(crate) fn push(&mut self, item: T) {
+        self.local.push(item);
+    }
 }
 
 impl<T> Drop for Batch<'_, T> {

@@ -72,15 +72,28 @@ struct Shared<'a> {
     ws: &'a Workspace,
     matcher: RegexMatcher,
     req: &'a SearchRequest,
-    found: AtomicUsize,
     stop: AtomicBool,
     searched: AtomicUsize,
     binary: AtomicUsize,
-    matches: Mutex<Vec<TextMatch>>,
     warnings: Mutex<Vec<String>>,
 }
 
+/// Per-file results in path order, and how far the finished prefix reaches.
+struct Progress {
+    slots: Vec<Option<Vec<TextMatch>>>,
+    /// Files `0..prefix` are all searched.
+    prefix: usize,
+    /// Matches in files `0..prefix`.
+    prefix_matches: usize,
+}
+
 /// Searches the file or directory at `path`.
+///
+/// Files are listed first (parallel walk, sorted by path), then searched by a
+/// pool of threads in that order. Once the files searched so far, taken in
+/// order, hold more than `max_results` matches, nothing after them can
+/// change the answer and the search stops: the result is the first
+/// `max_results` matches by path and line, every time.
 pub fn search_text(
     ws: &Workspace,
     path: &WorkspacePath,
@@ -100,12 +113,16 @@ pub fn search_text(
         ws,
         matcher,
         req,
-        found: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         searched: AtomicUsize::new(0),
         binary: AtomicUsize::new(0),
-        matches: Mutex::new(Vec::new()),
         warnings: Mutex::new(Vec::new()),
+    };
+    let (_, kind) = ws.open_beneath(path)?;
+    let files = if kind == Kind::File {
+        vec![path.clone()]
+    } else {
+        candidate_files(&shared, path)?
     };
     let proto = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
@@ -113,66 +130,47 @@ pub fn search_text(
         .before_context(req.context_lines)
         .after_context(req.context_lines)
         .build();
-    let (_, kind) = ws.open_beneath(path)?;
-    if kind == Kind::File {
-        let mut searcher = proto.clone();
-        search_one(&shared, &mut searcher, path.clone());
-    } else {
-        let root = ws.open_dir(path)?;
-        let mut b = ignore::WalkBuilder::new(&root);
-        let globs = req.globs.clone();
-        let root_for_filter = root.clone();
-        b.hidden(true)
-            .ignore(true)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(false)
-            .parents(true)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(move |e| {
-                e.file_name() != ".git"
-                    && !(e.depth() > 0
-                        && e.file_type().is_some_and(|t| t.is_dir())
-                        && e.path()
-                            .strip_prefix(&root_for_filter)
-                            .is_ok_and(|r| globs.excluded(r)))
-            });
-        b.build_parallel().run(|| {
+    let progress = Mutex::new(Progress {
+        slots: vec![None; files.len()],
+        prefix: 0,
+        prefix_matches: 0,
+    });
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .min(files.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
             let mut searcher = proto.clone();
-            let shared = &shared;
-            let root = &root;
-            Box::new(move |item| {
-                if shared.stop.load(Ordering::Relaxed) {
-                    return WalkState::Quit;
-                }
-                match item {
-                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
-                        let wanted = e
-                            .path()
-                            .strip_prefix(root)
-                            .is_ok_and(|r| shared.req.globs.wants(r));
-                        if wanted && let Some(rel) = shared.ws.relative_of(e.path()) {
-                            search_one(shared, &mut searcher, shared.ws.path_from_relative(rel));
-                        }
+            let (shared, files, next, progress) = (&shared, &files, &next, &progress);
+            scope.spawn(move || {
+                while !shared.stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(file) = files.get(i) else { break };
+                    let found = search_one(shared, &mut searcher, file);
+                    let mut p = lock(progress);
+                    p.slots[i] = Some(found);
+                    while let Some(Some(done)) = p.slots.get(p.prefix) {
+                        let n = done.len();
+                        p.prefix_matches += n;
+                        p.prefix += 1;
                     }
-                    Ok(_) => {}
-                    Err(err) => lock(&shared.warnings).push(err.to_string()),
+                    if p.prefix_matches > req.max_results {
+                        shared.stop.store(true, Ordering::Relaxed);
+                    }
                 }
-                if shared.stop.load(Ordering::Relaxed) {
-                    WalkState::Quit
-                } else {
-                    WalkState::Continue
-                }
-            })
-        });
-    }
-    let truncated = shared.found.load(Ordering::SeqCst) > req.max_results;
-    let mut matches = shared
-        .matches
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner());
-    matches.sort_by(|a, b| a.path.cmp(&b.path).then(a.line.cmp(&b.line)));
+            });
+        }
+    });
+    let p = progress.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut matches: Vec<TextMatch> = p
+        .slots
+        .into_iter()
+        .take(p.prefix)
+        .flatten()
+        .flatten()
+        .collect();
+    let truncated = matches.len() > req.max_results;
     matches.truncate(req.max_results);
     Ok(SearchOutcome {
         matches,
@@ -186,14 +184,70 @@ pub fn search_text(
     })
 }
 
-fn search_one(shared: &Shared<'_>, searcher: &mut Searcher, path: WorkspacePath) {
+/// The files below `dir` that the filters let through, sorted by path.
+fn candidate_files(
+    shared: &Shared<'_>,
+    dir: &WorkspacePath,
+) -> Result<Vec<WorkspacePath>, FsError> {
+    let ws = shared.ws;
+    let root = ws.open_dir(dir)?;
+    let mut b = ignore::WalkBuilder::new(&root);
+    let globs = shared.req.globs.clone();
+    let root_for_filter = root.clone();
+    b.hidden(true)
+        .ignore(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .parents(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(move |e| {
+            e.file_name() != ".git"
+                && !(e.depth() > 0
+                    && e.file_type().is_some_and(|t| t.is_dir())
+                    && e.path()
+                        .strip_prefix(&root_for_filter)
+                        .is_ok_and(|r| globs.excluded(r)))
+        });
+    let found: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+    b.build_parallel().run(|| {
+        let mut batch = crate::list::Batch::new(&found);
+        let root = &root;
+        Box::new(move |item| {
+            match item {
+                Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
+                    let wanted = e
+                        .path()
+                        .strip_prefix(root)
+                        .is_ok_and(|r| shared.req.globs.wants(r));
+                    if wanted && let Some(rel) = ws.relative_of(e.path()) {
+                        batch.push(rel);
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => lock(&shared.warnings).push(err.to_string()),
+            }
+            WalkState::Continue
+        })
+    });
+    let mut rels = found.into_inner().unwrap_or_else(|p| p.into_inner());
+    rels.sort_unstable();
+    Ok(rels.into_iter().map(|r| ws.path_from_relative(r)).collect())
+}
+
+fn search_one(
+    shared: &Shared<'_>,
+    searcher: &mut Searcher,
+    path: &WorkspacePath,
+) -> Vec<TextMatch> {
     // Opened beneath the root: a file swapped for an outside symlink is refused.
-    let file = match shared.ws.open_beneath(&path) {
+    let file = match shared.ws.open_beneath(path) {
         Ok((f, Kind::File)) => f,
-        Ok(_) => return,
+        Ok(_) => return Vec::new(),
         Err(e) => {
             lock(&shared.warnings).push(e.to_string());
-            return;
+            return Vec::new();
         }
     };
     shared.searched.fetch_add(1, Ordering::Relaxed);
@@ -212,11 +266,9 @@ fn search_one(shared: &Shared<'_>, searcher: &mut Searcher, path: WorkspacePath)
     if sink.binary {
         shared.binary.fetch_add(1, Ordering::Relaxed);
         // Matches found before the NUL byte came from a binary file: drop them.
-        return;
+        return Vec::new();
     }
-    if !sink.out.is_empty() {
-        lock(&shared.matches).append(&mut sink.out);
-    }
+    sink.out
 }
 
 struct Collect<'a, 's> {
@@ -300,14 +352,11 @@ impl Sink for Collect<'_, '_> {
     fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let first = m.line_number().unwrap_or(0);
         for (i, line) in m.lines().enumerate() {
-            let total = self.shared.found.fetch_add(1, Ordering::SeqCst) + 1;
-            if total > self.shared.req.max_results {
-                self.shared.stop.store(true, Ordering::SeqCst);
-                return Ok(false);
-            }
             self.line(first + i as u64, line, true);
         }
-        Ok(!self.shared.stop.load(Ordering::Relaxed))
+        // One file never needs more than the cap plus the one that proves it exceeded.
+        let enough = self.out.len() > self.shared.req.max_results;
+        Ok(!enough && !self.shared.stop.load(Ordering::Relaxed))
     }
 
     fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
@@ -438,5 +487,39 @@ mod tests {
         // A single file path searches that file.
         let o = search_text(&w, &w.resolve("long.txt").unwrap(), &req("needle")).unwrap();
         assert_eq!(o.files_searched, 1);
+    }
+
+    #[test]
+    fn truncated_results_are_the_first_by_path_every_time() {
+        let files: Vec<(String, Vec<u8>)> = (0..60)
+            .map(|i| {
+                (
+                    format!("d{}/f{i:02}.txt", i % 7),
+                    b"hit\nmiss\nhit\nhit\n".to_vec(),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_slice()))
+            .collect();
+        let (_t, w) = ws(&refs);
+        let mut r = req("hit");
+        r.max_results = 7;
+        let first = run(&w, &r);
+        assert!(first.truncated);
+        let mut expected: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        expected.sort_unstable();
+        let got: Vec<(String, u64)> = first
+            .matches
+            .iter()
+            .map(|m| (m.path.clone(), m.line))
+            .collect();
+        assert_eq!(got[0], (expected[0].to_owned(), 1));
+        assert_eq!(got[3], (expected[1].to_owned(), 1));
+        assert_eq!(got[6], (expected[2].to_owned(), 1));
+        for _ in 0..20 {
+            assert_eq!(run(&w, &r).matches, first.matches);
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
+mod files;
 mod request_permissions;
 mod server_info;
 
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
+use crate::args::Args;
 use crate::catalog::ToolSpec;
 use crate::envelope::{Category, ToolError, ToolSuccess};
 use crate::server::Server;
@@ -15,13 +17,20 @@ pub use server_info::{annotation_override as annotation_override_json, real_anno
 /// Runs one validated call.
 pub async fn run(
     server: &Server,
-    spec: &ToolSpec,
+    spec: &'static ToolSpec,
     args: Map<String, Value>,
     _ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
+    let ws = &server.workspace;
+    let a = Args::new(spec, args);
     match spec.name {
         "server_info" => Ok(server_info::run(server)),
-        "request_permissions" => request_permissions::run(server, &args),
+        "request_permissions" => request_permissions::run(server, a.map()),
+        "read_file" => files::read_file(ws, &a).await,
+        "list_dir" => files::list_dir(ws, &a).await,
+        "list_files" => files::list_files(ws, &a).await,
+        "search_text" => files::search_text(ws, &a).await,
+        "view_image" => files::view_image(ws, &a).await,
         other => Err(not_built(other)),
     }
 }
@@ -29,9 +38,6 @@ pub async fn run(
 /// The issue that brings each tool that this build does not serve yet.
 fn arriving_with(tool: &str) -> (u32, &'static str) {
     match tool {
-        "read_file" | "list_dir" | "list_files" | "search_text" | "view_image" => {
-            (3, "the workspace boundary and the file tools")
-        }
         "apply_patch" => (4, "the patch engine"),
         "git_status" | "git_diff" | "git_log" | "git_show" | "git_blame" => (5, "git tools on gix"),
         _ => (9, "the exec runtime"),

@@ -1,5 +1,7 @@
 mod cli;
+mod files;
 mod harness;
 mod http;
+mod security;
 mod stdio;
 mod tools;

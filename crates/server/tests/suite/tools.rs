@@ -234,7 +234,6 @@ fn tools_of_later_issues_fail_honestly() {
     let ws = workspace();
     let mut s = StdioServer::start(ws.path(), &[]);
     for (name, args) in [
-        ("read_file", json!({"path": "AGENTS.md"})),
         (
             "apply_patch",
             json!({"patch": "*** Begin Patch\n*** End Patch"}),

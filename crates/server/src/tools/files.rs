@@ -1,0 +1,385 @@
+//! Adapters of the file tools: decode, call `ctm-workspace-fs` on a blocking
+//! thread, render.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use ctm_workspace_fs::{
+    Entry, FilesRequest, FsError, Globs, ImageRequest, ListRequest, ReadRequest, SearchRequest,
+    SortKey, Workspace, WorkspacePath,
+};
+use serde_json::{Map, Value, json};
+
+use crate::args::Args;
+use crate::envelope::{ToolError, ToolSuccess};
+use crate::errors::{fs_error, join_error};
+
+/// Runs `f` with a resolved path on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    ws: &Workspace,
+    path: &str,
+    f: impl FnOnce(&Workspace, &WorkspacePath) -> Result<T, FsError> + Send + 'static,
+) -> Result<T, ToolError> {
+    let ws = ws.clone();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let p = ws.resolve(&path)?;
+        f(&ws, &p)
+    })
+    .await
+    .map_err(|e| join_error(&e))?
+    .map_err(fs_error)
+}
+
+fn success(text: String, structured: Map<String, Value>) -> ToolSuccess {
+    ToolSuccess {
+        text,
+        structured,
+        extra_content: Vec::new(),
+    }
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let path = args.str("path").unwrap_or_default().to_owned();
+    let req = ReadRequest {
+        start_line: args.u64("start_line").unwrap_or(1),
+        end_line: args.u64("end_line"),
+        max_lines: args.u64("max_lines"),
+        max_bytes: args.usize("max_bytes").unwrap_or(128 * 1024),
+    };
+    let max_bytes = req.max_bytes;
+    let r = blocking(ws, &path, move |ws, p| {
+        ctm_workspace_fs::read_file(ws, p, &req)
+    })
+    .await?;
+    let lines_returned = (r.end_line + 1).saturating_sub(r.start_line);
+    let continuation = r
+        .next_start_line
+        .map(|n| json!({"tool": "read_file", "arguments": {"path": path, "start_line": n}}));
+    let mut text = r.content.clone();
+    if let Some(n) = r.next_start_line {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let why = match r.truncated_by {
+            Some(t) => format!(" (stopped by {})", t.as_str()),
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "[lines {}-{} of {}{why}; continue with read_file(path={:?}, start_line={n})]",
+            r.start_line, r.end_line, r.total_lines, path
+        ));
+    } else if r.content.is_empty() {
+        text = format!(
+            "[no lines: {path} has {} lines; start_line was {}]",
+            r.total_lines, r.start_line
+        );
+    }
+    for w in &r.warnings {
+        text.push_str(&format!("\n[warning: {w}]"));
+    }
+    let s = obj(json!({
+        "path": path,
+        "content": r.content,
+        "encoding": "utf-8",
+        "start_line": r.start_line,
+        "end_line": r.end_line,
+        "lines_returned": lines_returned,
+        "bytes_returned": r.content.len(),
+        "total_lines": r.total_lines,
+        "total_bytes": r.total_bytes,
+        "max_bytes": max_bytes,
+        "truncated": r.truncated_by.is_some(),
+        "truncated_by": r.truncated_by.map(|t| t.as_str()),
+        "first_line_exceeds_limit": r.first_line_exceeds_limit,
+        "has_more": r.next_start_line.is_some(),
+        "next_start_line": r.next_start_line,
+        "continuation": continuation,
+        "warnings": r.warnings,
+    }));
+    Ok(success(text, s))
+}
+
+fn sort_key(s: Option<&str>) -> SortKey {
+    match s {
+        Some("type") => SortKey::Type,
+        Some("modified") => SortKey::Modified,
+        _ => SortKey::Name,
+    }
+}
+
+fn entry_json(e: &Entry, listed_ignored: bool) -> Value {
+    let mut v = json!({
+        "name": e.name,
+        "path": e.path,
+        "type": e.kind.as_str(),
+        "size_bytes": e.size_bytes,
+        "modified": e.modified.map(rfc3339),
+        "is_hidden": e.is_hidden,
+        "depth": e.depth,
+    });
+    if listed_ignored {
+        v["is_ignored"] = json!(e.is_ignored);
+    }
+    v
+}
+
+pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let path = args.str("path").unwrap_or(".").to_owned();
+    let req = ListRequest {
+        recursive: args.bool("recursive"),
+        max_depth: args.usize("max_depth").unwrap_or(1),
+        max_entries: args.usize("max_entries").unwrap_or(1000),
+        include_hidden: args.bool("include_hidden"),
+        include_ignored: args.bool("include_ignored"),
+        sort: sort_key(args.str("sort")),
+    };
+    let (max, ignored) = (req.max_entries, req.include_ignored);
+    let l = blocking(ws, &path, move |ws, p| {
+        ctm_workspace_fs::list_dir(ws, p, &req)
+    })
+    .await?;
+    let mut text: String = l
+        .entries
+        .iter()
+        .map(|e| match e.kind.as_str() {
+            "directory" => format!("{}/\n", e.path),
+            "file" => format!("{} ({} bytes)\n", e.path, e.size_bytes),
+            other => format!("{} [{other}]\n", e.path),
+        })
+        .collect();
+    if l.entries.is_empty() {
+        text =
+            format!("{path} is empty (hidden and ignored entries are left out unless asked for)\n");
+    }
+    if l.truncated {
+        text.push_str(&format!(
+            "[truncated: showing the first {max} entries; raise max_entries (up to 10000) or list a subdirectory]\n"
+        ));
+    }
+    let entries: Vec<Value> = l.entries.iter().map(|e| entry_json(e, ignored)).collect();
+    let s = obj(json!({
+        "path": path,
+        "entries": entries,
+        "count": l.entries.len(),
+        "truncated": l.truncated,
+        "limit": {"max_entries": max},
+        "warnings": l.warnings,
+    }));
+    Ok(success(text.trim_end().to_owned(), s))
+}
+
+fn globs(include: Vec<String>, exclude: Vec<String>) -> Result<Globs, ToolError> {
+    Globs::new(&include, &exclude).map_err(fs_error)
+}
+
+pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let path = args.str("path").unwrap_or(".").to_owned();
+    let mut include = args.strings("patterns");
+    include.extend(args.str("glob").map(str::to_owned));
+    let req = FilesRequest {
+        globs: globs(include, args.strings("exclude_patterns"))?,
+        include_hidden: args.bool("include_hidden"),
+        include_ignored: args.bool("include_ignored"),
+        max_results: args.usize("max_results").unwrap_or(5000),
+        sort: sort_key(args.str("sort")),
+    };
+    let max = req.max_results;
+    let l = blocking(ws, &path, move |ws, p| {
+        ctm_workspace_fs::list_files(ws, p, &req)
+    })
+    .await?;
+    let mut text: String = l.entries.iter().map(|e| format!("{}\n", e.path)).collect();
+    if l.entries.is_empty() {
+        text = "No files matched.\n".into();
+    }
+    if l.truncated {
+        text.push_str(&format!(
+            "[truncated: showing the first {max} files; raise max_results (up to 50000), narrow patterns, or list a subdirectory]\n"
+        ));
+    }
+    let files: Vec<Value> = l
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "path": e.path,
+                "type": e.kind.as_str(),
+                "size_bytes": e.size_bytes,
+                "modified": e.modified.map(rfc3339),
+            })
+        })
+        .collect();
+    let s = obj(json!({
+        "path": path,
+        "files": files,
+        "count": l.entries.len(),
+        "truncated": l.truncated,
+        "limit": {"max_results": max},
+        "warnings": l.warnings,
+    }));
+    Ok(success(text.trim_end().to_owned(), s))
+}
+
+pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let path = args.str("path").unwrap_or(".").to_owned();
+    let query = args.str("query").unwrap_or_default().to_owned();
+    let mut include = args.strings("include_globs");
+    include.extend(args.str("glob").map(str::to_owned));
+    let req = SearchRequest {
+        query: query.clone(),
+        regex: args.bool("regex"),
+        case_sensitive: args.bool("case_sensitive"),
+        globs: globs(include, args.strings("exclude_globs"))?,
+        context_lines: args.usize("context_lines").unwrap_or(0),
+        max_results: args.usize("max_results").unwrap_or(1000),
+        max_preview_bytes: args.usize("max_preview_bytes").unwrap_or(512),
+    };
+    let (max, regex, case_sensitive) = (req.max_results, req.regex, req.case_sensitive);
+    let o = blocking(ws, &path, move |ws, p| {
+        ctm_workspace_fs::search_text(ws, p, &req)
+    })
+    .await?;
+    let mut text = String::new();
+    for m in &o.matches {
+        for b in &m.before {
+            text.push_str(&format!("  {b}\n"));
+        }
+        text.push_str(&format!(
+            "{}:{}:{}: {}\n",
+            m.path, m.line, m.column, m.preview
+        ));
+        for a in &m.after {
+            text.push_str(&format!("  {a}\n"));
+        }
+    }
+    if o.matches.is_empty() {
+        text = format!(
+            "No matches for {query:?} in {} files searched.\n",
+            o.files_searched
+        );
+    }
+    if o.truncated {
+        text.push_str(&format!(
+            "[stopped at max_results={max}: more matches exist; narrow the query, path or globs, or raise max_results (up to 10000)]\n"
+        ));
+    }
+    let matches: Vec<Value> = o
+        .matches
+        .iter()
+        .map(|m| {
+            json!({
+                "path": m.path,
+                "line": m.line,
+                "column": m.column,
+                "preview": m.preview,
+                "preview_truncated": m.preview_truncated,
+                "before": m.before,
+                "after": m.after,
+            })
+        })
+        .collect();
+    let s = obj(json!({
+        "query": query,
+        "path": path,
+        "regex": regex,
+        "case_sensitive": case_sensitive,
+        "matches": matches,
+        "match_count": o.matches.len(),
+        "truncated": o.truncated,
+        "limit": {"max_results": max},
+        "files_searched": o.files_searched,
+        "binary_files_skipped": o.binary_files_skipped,
+        "warnings": o.warnings,
+    }));
+    Ok(success(text.trim_end().to_owned(), s))
+}
+
+pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let path = args.str("path").unwrap_or_default().to_owned();
+    let req = ImageRequest {
+        max_bytes: args.usize("max_bytes").unwrap_or(5 * 1024 * 1024),
+        max_width: u32::try_from(args.u64("max_width").unwrap_or(2000)).unwrap_or(u32::MAX),
+        max_height: u32::try_from(args.u64("max_height").unwrap_or(2000)).unwrap_or(u32::MAX),
+        auto_resize: args.bool("auto_resize"),
+    };
+    let o = blocking(ws, &path, move |ws, p| {
+        ctm_workspace_fs::view_image(ws, p, &req)
+    })
+    .await?;
+    let data = base64::engine::general_purpose::STANDARD.encode(&o.data);
+    let text = if o.resized {
+        format!(
+            "{path}: {} {}x{} (resized from {}x{}, {} bytes on disk)",
+            o.media_type, o.width, o.height, o.original_width, o.original_height, o.original_bytes
+        )
+    } else {
+        format!(
+            "{path}: {} {}x{}, {} bytes",
+            o.media_type, o.width, o.height, o.original_bytes
+        )
+    };
+    let s = obj(json!({
+        "path": path,
+        "media_type": o.media_type,
+        "byte_count": o.data.len(),
+        "original_bytes": o.original_bytes,
+        "width": o.width,
+        "height": o.height,
+        "original_width": o.original_width,
+        "original_height": o.original_height,
+        "resized": o.resized,
+        "warnings": o.warnings,
+    }));
+    Ok(ToolSuccess {
+        text,
+        structured: s,
+        extra_content: vec![json!({"type": "image", "data": data, "mimeType": o.media_type})],
+    })
+}
+
+/// RFC 3339 UTC with microseconds, from the Unix epoch (civil-from-days).
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        let t = UNIX_EPOCH + Duration::new(1_709_251_199, 500_000);
+        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.000500Z");
+        let t = UNIX_EPOCH + Duration::from_secs(4_102_444_800);
+        assert_eq!(rfc3339(t), "2100-01-01T00:00:00.000000Z");
+    }
+}

@@ -1,0 +1,518 @@
+//! The file tools through the real binary: every argument, bounds,
+//! continuations and truncation flags, on real temp workspaces.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+fn write(root: &Path, rel: &str, body: impl AsRef<[u8]>) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+fn ok(s: &mut StdioServer, tool: &str, args: Value) -> (Value, String) {
+    let r = s.request(&call(1, tool, args.clone()));
+    let res = &r["result"];
+    assert_eq!(res["isError"], false, "{tool} {args}: {r}");
+    (
+        res["structuredContent"].clone(),
+        res["content"][0]["text"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn fail(s: &mut StdioServer, tool: &str, args: Value) -> Value {
+    let r = s.request(&call(1, tool, args.clone()));
+    assert_eq!(r["result"]["isError"], true, "{tool} {args}: {r}");
+    r["result"]["structuredContent"]["error"].clone()
+}
+
+fn project() -> tempfile::TempDir {
+    let ws = workspace();
+    let r = ws.path();
+    let body: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+    write(r, "src/fifty.txt", &body);
+    write(
+        r,
+        "src/main.rs",
+        "fn main() {\n    println!(\"needle\");\n}\n",
+    );
+    write(r, "src/lib.rs", "pub fn needle() {}\n// NEEDLE upper\n");
+    write(r, "docs/guide.md", "# Guide\nno match here\n");
+    write(r, "build/gen.rs", "needle in ignored\n");
+    write(r, ".gitignore", "build/\n");
+    write(r, ".config/x.toml", "needle = 1\n");
+    write(r, "bin.dat", b"needle\0\x01");
+    write(r, "crlf.txt", "a\r\nb\r\n");
+    write(r, "latin1.txt", b"caf\xe9\n");
+    ws
+}
+
+#[test]
+fn read_file_ranges_bounds_and_continuations() {
+    let ws = project();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let (r, text) = ok(&mut s, "read_file", json!({"path": "src/fifty.txt"}));
+    assert_eq!(
+        (
+            r["total_lines"].clone(),
+            r["end_line"].clone(),
+            r["has_more"].clone()
+        ),
+        (json!(50), json!(50), json!(false))
+    );
+    assert_eq!(text.lines().count(), 50);
+    let (r, text) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "src/fifty.txt", "start_line": 10.0, "max_lines": 3}),
+    );
+    assert_eq!(r["content"], "line 10\nline 11\nline 12\n");
+    assert_eq!(r["truncated_by"], "max_lines");
+    assert_eq!(r["next_start_line"], 13);
+    assert_eq!(
+        r["continuation"],
+        json!({"tool": "read_file", "arguments": {"path": "src/fifty.txt", "start_line": 13}})
+    );
+    assert!(
+        text.ends_with("continue with read_file(path=\"src/fifty.txt\", start_line=13)]"),
+        "{text}"
+    );
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "./src/../src/fifty.txt", "start_line": 49, "end_line": 60}),
+    );
+    assert_eq!(
+        (r["content"].clone(), r["has_more"].clone()),
+        (json!("line 49\nline 50\n"), json!(false))
+    );
+    // The continuation repeats the path exactly as given.
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "./src/../src/fifty.txt", "end_line": 2}),
+    );
+    assert_eq!(
+        r["continuation"]["arguments"]["path"],
+        "./src/../src/fifty.txt"
+    );
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "src/fifty.txt", "max_bytes": 20}),
+    );
+    assert_eq!(
+        (
+            r["content"].clone(),
+            r["truncated"].clone(),
+            r["truncated_by"].clone()
+        ),
+        (json!("line 1\nline 2\n"), json!(true), json!("max_bytes"))
+    );
+    assert_eq!(r["total_bytes"], 391);
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "crlf.txt", "encoding": "utf-8"}),
+    );
+    assert_eq!(r["content"], "a\r\nb\r\n");
+    assert_eq!(
+        fail(&mut s, "read_file", json!({"path": "src"}))["code"],
+        "IS_DIRECTORY"
+    );
+    assert_eq!(
+        fail(&mut s, "read_file", json!({"path": "bin.dat"}))["code"],
+        "BINARY_FILE"
+    );
+    let e = fail(&mut s, "read_file", json!({"path": "latin1.txt"}));
+    assert_eq!(
+        (e["code"].clone(), e["details"]["line"].clone()),
+        (json!("UNSUPPORTED_ENCODING"), json!(1))
+    );
+    assert_eq!(
+        fail(&mut s, "read_file", json!({"path": "nope.txt"}))["code"],
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "read_file",
+            json!({"path": "src/fifty.txt", "start_line": 5, "end_line": 2})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "read_file",
+            json!({"path": "src/fifty.txt", "encoding": "latin-1"})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "read_file",
+            json!({"path": "src/fifty.txt", "max_bytes": 1048577})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+}
+
+fn paths(v: &Value, key: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn list_dir_arguments() {
+    let ws = project();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let (r, text) = ok(&mut s, "list_dir", json!({}));
+    assert_eq!(
+        paths(&r, "entries"),
+        [
+            "AGENTS.md",
+            "bin.dat",
+            "crlf.txt",
+            "docs",
+            "latin1.txt",
+            "src"
+        ]
+    );
+    assert!(text.contains("src/"));
+    let (r, _) = ok(
+        &mut s,
+        "list_dir",
+        json!({"path": "src", "recursive": true, "max_depth": 2}),
+    );
+    assert_eq!(
+        paths(&r, "entries"),
+        ["src/fifty.txt", "src/lib.rs", "src/main.rs"]
+    );
+    let (r, _) = ok(
+        &mut s,
+        "list_dir",
+        json!({"include_hidden": true, "include_ignored": true}),
+    );
+    let all = paths(&r, "entries");
+    assert!(
+        all.contains(&".gitignore".to_owned())
+            && all.contains(&"build".to_owned())
+            && all.contains(&".config".to_owned())
+    );
+    let build = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "build")
+        .unwrap()
+        .clone();
+    assert_eq!(build["is_ignored"], true);
+    let (r, text) = ok(
+        &mut s,
+        "list_dir",
+        json!({"recursive": true, "max_entries": 3}),
+    );
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["count"], 3);
+    assert!(text.contains("raise max_entries"));
+    let (r, _) = ok(&mut s, "list_dir", json!({"sort": "type"}));
+    assert_eq!(
+        paths(&r, "entries")[..2],
+        ["docs".to_owned(), "src".to_owned()]
+    );
+    let (r, _) = ok(&mut s, "list_dir", json!({"sort": "modified"}));
+    assert_eq!(r["count"], 6);
+    assert!(r["entries"][0]["modified"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        fail(&mut s, "list_dir", json!({"path": "AGENTS.md"}))["code"],
+        "NOT_A_DIRECTORY"
+    );
+    assert_eq!(
+        fail(&mut s, "list_dir", json!({"max_depth": 21}))["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(&mut s, "list_dir", json!({"sort": "size"}))["code"],
+        "INVALID_ARGUMENT"
+    );
+}
+
+#[test]
+fn list_files_arguments() {
+    let ws = project();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let (r, _) = ok(&mut s, "list_files", json!({}));
+    assert_eq!(
+        paths(&r, "files"),
+        [
+            "AGENTS.md",
+            "bin.dat",
+            "crlf.txt",
+            "docs/guide.md",
+            "latin1.txt",
+            "src/fifty.txt",
+            "src/lib.rs",
+            "src/main.rs"
+        ]
+    );
+    let (r, _) = ok(&mut s, "list_files", json!({"patterns": ["*.rs"]}));
+    assert_eq!(paths(&r, "files"), ["src/lib.rs", "src/main.rs"]);
+    let (r, _) = ok(
+        &mut s,
+        "list_files",
+        json!({"glob": "**/*.md", "exclude_patterns": ["AGENTS.md"]}),
+    );
+    assert_eq!(paths(&r, "files"), ["docs/guide.md"]);
+    let (r, _) = ok(
+        &mut s,
+        "list_files",
+        json!({"patterns": ["*.rs", "*.toml"], "include_hidden": true, "include_ignored": true}),
+    );
+    assert_eq!(
+        paths(&r, "files"),
+        [
+            ".config/x.toml",
+            "build/gen.rs",
+            "src/lib.rs",
+            "src/main.rs"
+        ]
+    );
+    let (r, text) = ok(
+        &mut s,
+        "list_files",
+        json!({"path": "src", "max_results": 1, "sort": "path"}),
+    );
+    assert_eq!(
+        (paths(&r, "files"), r["truncated"].clone()),
+        (vec!["src/fifty.txt".to_owned()], json!(true))
+    );
+    assert!(text.contains("raise max_results"));
+    let (r, _) = ok(&mut s, "list_files", json!({"sort": "modified"}));
+    assert_eq!(r["count"], 8);
+    assert_eq!(
+        fail(&mut s, "list_files", json!({"patterns": ["src/[a"]}))["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(&mut s, "list_files", json!({"max_results": 50001}))["code"],
+        "INVALID_ARGUMENT"
+    );
+}
+
+#[test]
+fn search_text_arguments() {
+    let ws = project();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let (r, text) = ok(&mut s, "search_text", json!({"query": "needle"}));
+    let hits: Vec<(String, u64)> = r["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["path"].as_str().unwrap().to_owned(),
+                m["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hits,
+        [
+            ("src/lib.rs".to_owned(), 1),
+            ("src/lib.rs".to_owned(), 2),
+            ("src/main.rs".to_owned(), 2)
+        ]
+    );
+    assert_eq!(r["binary_files_skipped"], 1);
+    assert!(text.contains("src/main.rs:2:15:"), "{text}");
+    let (r, _) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "NEEDLE", "case_sensitive": true}),
+    );
+    assert_eq!(r["match_count"], 1);
+    let (r, _) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "fn \\w+\\(", "regex": true, "path": "src"}),
+    );
+    assert_eq!(r["match_count"], 2);
+    let (r, _) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "needle", "include_globs": ["*.rs"], "exclude_globs": ["lib.rs"]}),
+    );
+    assert_eq!(paths(&r, "matches"), ["src/main.rs"]);
+    let (r, _) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "needle", "glob": "src/*.rs", "context_lines": 1, "max_results": 1}),
+    );
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["matches"][0]["after"], json!(["// NEEDLE upper"]));
+    let (r, _) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "line", "path": "src/fifty.txt", "max_preview_bytes": 80, "max_results": 10000}),
+    );
+    assert_eq!(r["match_count"], 50);
+    let (r, text) = ok(&mut s, "search_text", json!({"query": "absent-string"}));
+    assert_eq!(r["match_count"], 0);
+    assert!(text.starts_with("No matches"));
+    let e = fail(&mut s, "search_text", json!({"query": "a(", "regex": true}));
+    assert_eq!(
+        (e["code"].clone(), e["details"]["reason"].clone()),
+        (json!("INVALID_ARGUMENT"), json!("invalid_regex"))
+    );
+    assert_eq!(
+        fail(&mut s, "search_text", json!({"query": ""}))["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "search_text",
+            json!({"query": "x", "context_lines": 6})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "search_text",
+            json!({"query": "x", "max_preview_bytes": 79})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+}
+
+fn png(w: u32, h: u32) -> Vec<u8> {
+    // A minimal valid PNG: written by the image crate of the server under test
+    // is not available here, so build an uncompressed one by hand.
+    fn crc(data: &[u8]) -> u32 {
+        let mut c = 0xffff_ffffu32;
+        for b in data {
+            c ^= u32::from(*b);
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn adler(data: &[u8]) -> u32 {
+        let (mut a, mut b) = (1u32, 0u32);
+        for x in data {
+            a = (a + u32::from(*x)) % 65521;
+            b = (b + a) % 65521;
+        }
+        (b << 16) | a
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut c = kind.to_vec();
+        c.extend_from_slice(data);
+        out.extend_from_slice(&c);
+        out.extend_from_slice(&crc(&c).to_be_bytes());
+    }
+    let mut raw = Vec::new();
+    for y in 0..h {
+        raw.push(0);
+        for x in 0..w {
+            raw.extend_from_slice(&[(x % 256) as u8, (y % 256) as u8, 90]);
+        }
+    }
+    let mut z = vec![0x78, 0x01];
+    for (i, block) in raw.chunks(65535).enumerate() {
+        let last = (i + 1) * 65535 >= raw.len();
+        z.push(u8::from(last));
+        z.extend_from_slice(&(block.len() as u16).to_le_bytes());
+        z.extend_from_slice(&(!(block.len() as u16)).to_le_bytes());
+        z.extend_from_slice(block);
+    }
+    z.extend_from_slice(&adler(&raw).to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+#[test]
+fn view_image_arguments() {
+    let ws = project();
+    write(ws.path(), "img/small.png", png(12, 8));
+    write(ws.path(), "img/wide.png", png(400, 100));
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(1, "view_image", json!({"path": "img/small.png"})));
+    let res = &r["result"];
+    assert_eq!(res["isError"], false, "{r}");
+    let content = res["content"].as_array().unwrap();
+    let images: Vec<&Value> = content.iter().filter(|c| c["type"] == "image").collect();
+    assert_eq!(images.len(), 1, "exactly one image block");
+    assert_eq!(images[0]["mimeType"], "image/png");
+    let sc = &res["structuredContent"];
+    assert_eq!(
+        (
+            sc["width"].clone(),
+            sc["height"].clone(),
+            sc["resized"].clone()
+        ),
+        (json!(12), json!(8), json!(false))
+    );
+    assert!(
+        !sc.to_string().contains(images[0]["data"].as_str().unwrap()),
+        "base64 leaked into structuredContent"
+    );
+    let r = s.request(&call(2, "view_image", json!({"path": "img/wide.png", "max_width": 100, "max_height": 100, "max_bytes": 1024.0, "auto_resize": true})));
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(
+        (
+            sc["width"].clone(),
+            sc["height"].clone(),
+            sc["resized"].clone()
+        ),
+        (json!(100), json!(25), json!(true))
+    );
+    assert!(sc["byte_count"].as_u64().unwrap() <= 1024);
+    assert_eq!(
+        fail(
+            &mut s,
+            "view_image",
+            json!({"path": "img/wide.png", "max_width": 100, "auto_resize": false})
+        )["code"],
+        "OUTPUT_TOO_LARGE"
+    );
+    let e = fail(&mut s, "view_image", json!({"path": "src/main.rs"}));
+    assert_eq!(
+        (e["code"].clone(), e["details"]["reason"].clone()),
+        (json!("INVALID_ARGUMENT"), json!("not_an_image"))
+    );
+    assert_eq!(
+        fail(&mut s, "view_image", json!({"path": "img"}))["code"],
+        "IS_DIRECTORY"
+    );
+    assert_eq!(
+        fail(
+            &mut s,
+            "view_image",
+            json!({"path": "img/small.png", "max_bytes": 1023})
+        )["code"],
+        "INVALID_ARGUMENT"
+    );
+}
