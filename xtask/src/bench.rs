@@ -1,24 +1,32 @@
-//! `cargo xtask bench`: numbers measured side by side in one run.
+//! `cargo xtask bench`: numbers measured side by side in one run, always as
+//! ratios against a reference measured in the same run.
 //!
-//! Start-up to the first `tools/list` answer over stdio: spawn the server,
-//! write one `tools/list` line, read the answer line. The reference is the
-//! same round trip through `cat` (spawn, write a line, read it back): the
-//! floor any stdio server pays. With `--peer 'CMD {ws}'`, another server runs
-//! the same workload in alternation (A B A B) and B/A is reported.
+//! * start-up to the first `tools/list` answer over stdio, against `cat`
+//!   echoing one line (the floor any stdio server pays), and with
+//!   `--peer 'CMD {ws}'` against another server in alternation;
+//! * on a generated tree of about 50,000 files (fixed seed, with a
+//!   `.gitignore`d `build/`): `list_files` of the whole tree against
+//!   `rg --files`, `search_text` for a literal and for a regex against `rg`,
+//!   and `read_file` of a 5 MB file (paged by its continuations) against `cat`.
+//!   Server operations are timed end to end: request written to answer read,
+//!   on one running server.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
 
-use crate::build_server;
+use crate::{build_server, target_dir};
 
 const TOOLS_LIST: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n";
+const TREE_FILES: usize = 49_000;
+const TREE_SEED: u64 = 0x5eed_2026;
 
 pub fn run(args: &[String]) -> Result<()> {
-    let mut runs = 30usize;
+    let mut runs = 15usize;
     let mut peer: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -29,6 +37,18 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let binary = build_server(true)?;
+    println!(
+        "# cargo xtask bench ({runs} runs per operation, medians; alternating with the reference)\n"
+    );
+    println!("| operation | coding-tools-mcp ms | reference | reference ms | ratio |");
+    println!("|---|---|---|---|---|");
+    startup(&binary, runs, peer.as_deref())?;
+    let tree = generate_tree()?;
+    file_tools(&binary, &tree, runs)?;
+    Ok(())
+}
+
+fn startup(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("AGENTS.md"), "# Rules\nBench workspace.\n")?;
     let ws_arg = ws.path().to_string_lossy().into_owned();
@@ -45,7 +65,6 @@ pub fn run(args: &[String]) -> Result<()> {
             .map(str::to_owned)
             .collect()
     });
-    // Warm the page cache once for each.
     round_trip(&ours, ws.path())?;
     round_trip(&cat, ws.path())?;
     let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
@@ -56,27 +75,28 @@ pub fn run(args: &[String]) -> Result<()> {
             b.push(round_trip(p, ws.path())?);
         }
     }
-    let (am, ap) = stats(&mut a);
-    let (rm, rp) = stats(&mut r);
-    println!(
-        "operation: start-up to first tools/list answer over stdio ({runs} runs each, alternating)"
+    row(
+        "start-up to first tools/list (stdio)",
+        median(&mut a),
+        "cat echo",
+        median(&mut r),
     );
-    println!("| subject | median ms | p90 ms | ratio to reference (median) |");
-    println!("|---|---|---|---|");
-    println!(
-        "| coding-tools-mcp | {am:.2} | {ap:.2} | {:.2}x of cat |",
-        am / rm
-    );
-    println!("| cat round trip (reference) | {rm:.2} | {rp:.2} | 1.00x |");
     if !b.is_empty() {
-        let (bm, bp) = stats(&mut b);
-        println!(
-            "| peer | {bm:.2} | {bp:.2} | {:.2}x of cat; peer/ours = {:.2} |",
-            bm / rm,
-            bm / am
+        row(
+            "start-up to first tools/list (stdio)",
+            median(&mut a),
+            "peer server",
+            median(&mut b),
         );
     }
     Ok(())
+}
+
+fn row(op: &str, ours: f64, reference: &str, theirs: f64) {
+    println!(
+        "| {op} | {ours:.2} | {reference} | {theirs:.2} | {:.2}x |",
+        ours / theirs
+    );
 }
 
 fn round_trip(cmd: &[String], ws: &Path) -> Result<Duration> {
@@ -104,10 +124,239 @@ fn round_trip(cmd: &[String], ws: &Path) -> Result<Duration> {
     Ok(elapsed)
 }
 
-fn stats(samples: &mut [Duration]) -> (f64, f64) {
+fn median(samples: &mut [Duration]) -> f64 {
     samples.sort_unstable();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let median = ms(samples[samples.len() / 2]);
-    let p90 = ms(samples[(samples.len() * 9 / 10).min(samples.len() - 1)]);
-    (median, p90)
+    samples[samples.len() / 2].as_secs_f64() * 1000.0
+}
+
+/// A deterministic generator (xorshift64*), so every run builds the same tree.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const WORDS: &[&str] = &[
+    "alpha", "beta", "gamma", "delta", "omega", "value", "result", "buffer", "index", "token",
+    "parse", "render", "return", "struct", "impl", "match", "config", "thread", "socket", "vector",
+];
+
+/// `target/bench-tree`: ~50,000 source-like files, a `.gitignore`d `build/`
+/// with 5,000 more, and a 5 MB `big.txt`. Built once per seed.
+fn generate_tree() -> Result<PathBuf> {
+    let root = target_dir().join("bench-tree");
+    let marker = root.join(format!(".generated-{TREE_SEED:x}-{TREE_FILES}"));
+    if marker.exists() {
+        return Ok(root);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    eprintln!("generating {TREE_FILES} files under {} ...", root.display());
+    let mut rng = Rng(TREE_SEED);
+    let write_file = |path: PathBuf, rng: &mut Rng| -> Result<()> {
+        let lines = 20 + rng.below(120);
+        let mut body = String::new();
+        for _ in 0..lines {
+            let n = 3 + rng.below(8);
+            let words: Vec<&str> = (0..n)
+                .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize])
+                .collect();
+            body.push_str(&words.join(" "));
+            match rng.below(400) {
+                0 if rng.below(10) == 0 => body.push_str(" needle_value"),
+                1 if rng.below(10) == 0 => body.push_str(&format!(
+                    " compute_{}({})",
+                    WORDS[rng.below(20) as usize],
+                    rng.below(1000)
+                )),
+                _ => {}
+            }
+            body.push('\n');
+        }
+        std::fs::create_dir_all(path.parent().context("parent")?)?;
+        std::fs::write(path, body)?;
+        Ok(())
+    };
+    for i in 0..TREE_FILES {
+        let path = root.join(format!(
+            "src/m{:02}/d{:03}/f{i:05}.rs",
+            i % 50,
+            (i / 50) % 200
+        ));
+        write_file(path, &mut rng)?;
+    }
+    for i in 0..5_000 {
+        write_file(
+            root.join(format!("build/out{:02}/g{i:04}.rs", i % 20)),
+            &mut rng,
+        )?;
+    }
+    std::fs::write(root.join(".gitignore"), "build/\n")?;
+    let mut big = String::new();
+    let mut n = 0u64;
+    while big.len() < 5 * 1024 * 1024 {
+        n += 1;
+        big.push_str(&format!(
+            "{n:08} {} {} {}\n",
+            WORDS[rng.below(20) as usize],
+            WORDS[rng.below(20) as usize],
+            "x".repeat(rng.below(60) as usize)
+        ));
+    }
+    std::fs::write(root.join("big.txt"), big)?;
+    std::fs::write(&marker, b"")?;
+    Ok(root)
+}
+
+/// One running server on stdio.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    id: u64,
+}
+
+impl Client {
+    fn start(binary: &Path, ws: &Path) -> Result<Self> {
+        let mut child = Command::new(binary)
+            .args(["--stdio", "--workspace"])
+            .arg(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("stdout")?);
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        })
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Result<(Duration, Value)> {
+        self.id += 1;
+        let msg = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":tool,"arguments":args}});
+        let mut line = serde_json::to_vec(&msg)?;
+        line.push(b'\n');
+        let started = Instant::now();
+        self.stdin.write_all(&line)?;
+        self.stdin.flush()?;
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer)?;
+        let elapsed = started.elapsed();
+        let v: Value = serde_json::from_str(&answer)?;
+        let result = v["result"].clone();
+        if result["isError"] != json!(false) {
+            bail!("{tool} failed: {:.400}", answer);
+        }
+        Ok((elapsed, result["structuredContent"].clone()))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn timed_command(cmd: &mut Command) -> Result<(Duration, usize)> {
+    let started = Instant::now();
+    let out = cmd.stderr(Stdio::null()).output()?;
+    let elapsed = started.elapsed();
+    Ok((elapsed, out.stdout.iter().filter(|b| **b == b'\n').count()))
+}
+
+fn file_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
+    let mut client = Client::start(binary, tree)?;
+    let rg = |args: &[&str]| {
+        let mut c = Command::new("rg");
+        c.current_dir(tree).arg("--no-require-git").args(args);
+        c
+    };
+    // Warm caches for both sides.
+    client.call("list_files", json!({"max_results": 50000}))?;
+    timed_command(&mut rg(&["--files"]))?;
+
+    type Op<'a> = (&'a str, Value, Vec<&'a str>);
+    let ops: Vec<Op<'_>> = vec![
+        (
+            "list_files (whole tree)",
+            json!({"max_results": 50000}),
+            vec!["--files"],
+        ),
+        (
+            "search_text literal",
+            json!({"query": "needle_value", "case_sensitive": true, "max_results": 10000}),
+            vec!["-n", "needle_value"],
+        ),
+        (
+            "search_text regex",
+            json!({"query": "compute_\\w+\\(\\d+\\)", "regex": true, "case_sensitive": true, "max_results": 10000}),
+            vec!["-n", "compute_\\w+\\(\\d+\\)"],
+        ),
+    ];
+    for (name, args, rg_args) in ops {
+        let tool = if name.starts_with("list") {
+            "list_files"
+        } else {
+            "search_text"
+        };
+        let (mut a, mut r) = (Vec::new(), Vec::new());
+        let mut counts = (0usize, 0usize);
+        for _ in 0..runs {
+            let (d, s) = client.call(tool, args.clone())?;
+            a.push(d);
+            counts.0 = s["count"]
+                .as_u64()
+                .or(s["match_count"].as_u64())
+                .unwrap_or(0) as usize;
+            let (d, n) = timed_command(&mut rg(&rg_args))?;
+            r.push(d);
+            counts.1 = n;
+        }
+        row(
+            &format!("{name} [{} vs {} results]", counts.0, counts.1),
+            median(&mut a),
+            "rg",
+            median(&mut r),
+        );
+    }
+    // read_file of 5 MB, following continuations with 1 MiB pages.
+    let (mut a, mut r) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let mut total = Duration::ZERO;
+        let mut start = 1u64;
+        loop {
+            let (d, s) = client.call(
+                "read_file",
+                json!({"path": "big.txt", "start_line": start, "max_bytes": 1_048_576}),
+            )?;
+            total += d;
+            match s["next_start_line"].as_u64() {
+                Some(n) => start = n,
+                None => break,
+            }
+        }
+        a.push(total);
+        let (d, _) = timed_command(Command::new("cat").arg(tree.join("big.txt")))?;
+        r.push(d);
+    }
+    row(
+        "read_file 5 MB (1 MiB pages)",
+        median(&mut a),
+        "cat",
+        median(&mut r),
+    );
+    Ok(())
 }

@@ -63,7 +63,12 @@ pub fn error_response(id: Option<&Value>, error: &RpcError) -> Value {
 
 /// A JSON-RPC success response.
 pub fn result_response(id: &Value, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    // Built by hand: `json!` would deep-copy a large result.
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), json!("2.0"));
+    obj.insert("id".into(), id.clone());
+    obj.insert("result".into(), result);
+    Value::Object(obj)
 }
 
 #[cfg(test)]

@@ -108,19 +108,26 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
             (text, structured, Vec::new(), true)
         }
     };
-    let mut content = vec![json!({"type": "text", "text": cap_text(text)})];
+    let mut content = vec![text_block(cap_text(text))];
     content.extend(extra);
     let structured = Value::Object(structured);
     if opts.text_json {
         let dump = serde_json::to_string(&structured).unwrap_or_default();
-        content
-            .push(json!({"type": "text", "text": cap_text(format!("structuredContent: {dump}"))}));
+        content.push(text_block(cap_text(format!("structuredContent: {dump}"))));
     }
-    json!({
-        "content": content,
-        "structuredContent": structured,
-        "isError": is_error,
-    })
+    // Built by hand: `json!` would deep-copy a large result.
+    let mut result = Map::new();
+    result.insert("content".into(), Value::Array(content));
+    result.insert("structuredContent".into(), structured);
+    result.insert("isError".into(), Value::Bool(is_error));
+    Value::Object(result)
+}
+
+fn text_block(text: String) -> Value {
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("text".into()));
+    block.insert("text".into(), Value::String(text));
+    Value::Object(block)
 }
 
 /// The failure text: code and message, then category and retryability, then

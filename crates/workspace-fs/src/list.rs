@@ -316,13 +316,16 @@ pub struct FilesRequest {
 
 /// Lists the regular files below a directory (symlinks are not followed nor
 /// listed, like `rg --files`) with the parallel walker; the full set is
-/// sorted before the cap, so the answer is deterministic.
+/// sorted before the cap, so the answer is deterministic. Sizes and times are
+/// read only for `SortKey::Modified` (`size_bytes` is 0 and `modified` `None`
+/// otherwise).
 pub fn list_files(
     ws: &Workspace,
     path: &WorkspacePath,
     req: &FilesRequest,
 ) -> Result<Listing, FsError> {
     let root = ws.open_dir(path)?;
+    let want_meta = req.sort == SortKey::Modified;
     let found: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
     let warnings: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let mut b = walker(&root, req.include_hidden, req.include_ignored);
@@ -336,7 +339,6 @@ pub fn list_files(
                     .strip_prefix(&root_for_filter)
                     .is_ok_and(|r| globs.excluded(r)))
     });
-    let want_meta = req.sort == SortKey::Modified;
     b.build_parallel().run(|| {
         let mut batch = Batch {
             local: Vec::new(),
@@ -350,9 +352,10 @@ pub fn list_files(
                 Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => {
                     let wanted = e.path().strip_prefix(root).is_ok_and(|r| globs.wants(r));
                     if wanted && let Some(rel) = ws.relative_of(e.path()) {
-                        let meta = want_meta
-                            .then(|| e.path().symlink_metadata().ok())
-                            .flatten();
+                        // Stat here, in the walker's threads, rather than after the walk.
+                        // A stat per file costs as much as a third of the walk: only
+                        // sorting by time pays for it.
+                        let meta = want_meta.then(|| e.metadata().ok()).flatten();
                         batch.local.push(Entry {
                             name: e.file_name().to_string_lossy().into_owned(),
                             path: rel.to_string_lossy().into_owned(),
@@ -378,14 +381,6 @@ pub fn list_files(
     }
     let truncated = entries.len() > req.max_results;
     entries.truncate(req.max_results);
-    if !want_meta {
-        for e in &mut entries {
-            if let Ok(m) = ws.root().join(&e.path).symlink_metadata() {
-                e.size_bytes = m.len();
-                e.modified = m.modified().ok();
-            }
-        }
-    }
     for e in &mut entries {
         e.is_hidden = e.path.split('/').any(|c| c.starts_with('.'));
     }

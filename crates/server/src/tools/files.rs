@@ -85,9 +85,8 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
     for w in &r.warnings {
         text.push_str(&format!("\n[warning: {w}]"));
     }
-    let s = obj(json!({
+    let mut s = obj(json!({
         "path": path,
-        "content": r.content,
         "encoding": "utf-8",
         "start_line": r.start_line,
         "end_line": r.end_line,
@@ -104,6 +103,7 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
         "continuation": continuation,
         "warnings": r.warnings,
     }));
+    s.insert("content".into(), Value::String(r.content));
     Ok(success(text, s))
 }
 
@@ -165,14 +165,14 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         ));
     }
     let entries: Vec<Value> = l.entries.iter().map(|e| entry_json(e, ignored)).collect();
-    let s = obj(json!({
+    let mut s = obj(json!({
         "path": path,
-        "entries": entries,
         "count": l.entries.len(),
         "truncated": l.truncated,
         "limit": {"max_entries": max},
         "warnings": l.warnings,
     }));
+    s.insert("entries".into(), Value::Array(entries));
     Ok(success(text.trim_end().to_owned(), s))
 }
 
@@ -205,26 +205,29 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
             "[truncated: showing the first {max} files; raise max_results (up to 50000), narrow patterns, or list a subdirectory]\n"
         ));
     }
+    let by_time = args.str("sort") == Some("modified");
     let files: Vec<Value> = l
         .entries
         .iter()
         .map(|e| {
-            json!({
-                "path": e.path,
-                "type": e.kind.as_str(),
-                "size_bytes": e.size_bytes,
-                "modified": e.modified.map(rfc3339),
-            })
+            let mut f = Map::new();
+            f.insert("path".into(), Value::String(e.path.clone()));
+            f.insert("type".into(), Value::String(e.kind.as_str().into()));
+            if by_time {
+                f.insert("size_bytes".into(), json!(e.size_bytes));
+                f.insert("modified".into(), json!(e.modified.map(rfc3339)));
+            }
+            Value::Object(f)
         })
         .collect();
-    let s = obj(json!({
+    let mut s = obj(json!({
         "path": path,
-        "files": files,
         "count": l.entries.len(),
         "truncated": l.truncated,
         "limit": {"max_results": max},
         "warnings": l.warnings,
     }));
+    s.insert("files".into(), Value::Array(files));
     Ok(success(text.trim_end().to_owned(), s))
 }
 
@@ -286,12 +289,11 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
             })
         })
         .collect();
-    let s = obj(json!({
+    let mut s = obj(json!({
         "query": query,
         "path": path,
         "regex": regex,
         "case_sensitive": case_sensitive,
-        "matches": matches,
         "match_count": o.matches.len(),
         "truncated": o.truncated,
         "limit": {"max_results": max},
@@ -299,6 +301,7 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
         "binary_files_skipped": o.binary_files_skipped,
         "warnings": o.warnings,
     }));
+    s.insert("matches".into(), Value::Array(matches));
     Ok(success(text.trim_end().to_owned(), s))
 }
 
