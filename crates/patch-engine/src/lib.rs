@@ -1,10 +1,43 @@
-//! The patch engine of coding-tools-mcp: parse → plan → commit, with no MCP types.
+//! The patch engine of coding-tools-mcp: `apply_patch` without MCP.
 //!
-//! It will own the `*** Begin Patch` grammar, hunk location with graded
-//! whitespace/punctuation tolerance, and an all-or-nothing commit (temp file,
-//! fsync, atomic rename, rollback) beneath a workspace root it receives as a
-//! checked path from `ctm-workspace-fs`.
+//! [`parse`] reads the `*** Begin Patch` envelope (Add, Delete, Update with an
+//! optional Move, `@@` hunks with stacked anchors, `*** End of File`),
+//! leniently where models are sloppy and the meaning is unambiguous.
+//! [`apply_chunks`] places hunks in a text: exact first, then ignoring
+//! trailing whitespace, then surrounding whitespace, then typographic
+//! punctuation; at each tier a match must be unique (or pinned by an anchor or
+//! the end marker), context lines keep the file's own bytes, and per-line
+//! CRLF/LF and a UTF-8 BOM survive. [`PatchEngine`] stages every operation
+//! against a [`ctm_workspace_fs::Workspace`] under one lock, checks each
+//! file's baseline (hash and mode) again immediately before replacing it, and
+//! commits all files or none.
 //!
-//! Status: this crate is the place reserved by the house plan; its behaviour
-//! arrives with the patch-engine issue, and until then the server answers
-//! `apply_patch` with `INTERNAL_ERROR` naming that issue.
+//! Embedding without MCP:
+//!
+//! ```
+//! use ctm_patch_engine::{ApplyOptions, PatchEngine};
+//! use ctm_workspace_fs::Workspace;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("app.py"), "def main():\n    return 1\n").unwrap();
+//! let engine = PatchEngine::new(Workspace::open(dir.path()).unwrap(), true);
+//! let patch = "*** Begin Patch\n*** Update File: app.py\n@@ def main():\n-    return 1\n+    return 2\n*** Add File: notes.txt\n+hello\n*** End Patch\n";
+//! let dry = engine.apply(patch, &ApplyOptions { dry_run: true, ..Default::default() }).unwrap();
+//! assert!(!dry.applied && dry.files[0].would_change);
+//! let report = engine.apply(patch, &ApplyOptions::default()).unwrap();
+//! assert_eq!(report.files.len(), 2);
+//! assert_eq!(std::fs::read_to_string(dir.path().join("app.py")).unwrap(), "def main():\n    return 2\n");
+//! assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "hello\n");
+//! ```
+
+mod commit;
+mod error;
+mod parse;
+mod plan;
+
+pub use commit::{
+    ApplyOptions, Faults, FileChange, Operation, PatchEngine, PatchReport, TEMP_PREFIX,
+};
+pub use error::PatchError;
+pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
+pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks};

@@ -154,6 +154,63 @@ impl Workspace {
         Ok((File::from(fd), kind))
     }
 
+    /// Opens the parent directory of `path` beneath the root, for writing into
+    /// it with `*at` calls, and returns it with the final component's name.
+    /// With `create`, missing parent directories are made (mode 0755), each
+    /// one beneath the root. The root itself has no parent and is refused.
+    pub fn open_parent(
+        &self,
+        path: &WorkspacePath,
+        create: bool,
+    ) -> Result<(OwnedFd, OsString), FsError> {
+        let shown = path.as_given().to_owned();
+        let name = path
+            .relative
+            .file_name()
+            .ok_or_else(|| {
+                FsError::InvalidPath(format!("{shown}: names the workspace root, not a file"))
+            })?
+            .to_os_string();
+        let parent = path.relative.parent().unwrap_or(Path::new(""));
+        let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let open = |rel: &Path| -> Result<OwnedFd, FsError> {
+            let wp = WorkspacePath::from_walk(rel.to_path_buf());
+            let rel = if rel.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                rel
+            };
+            match open_beneath_kernel(&self.root_fd, rel, dir_flags) {
+                Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, dir_flags),
+                other => other.map_err(|e| errno_to_error(&wp, e)),
+            }
+        };
+        match open(parent) {
+            Ok(fd) => return Ok((fd, name)),
+            Err(FsError::NotFound(_)) if create => {}
+            Err(e) => return Err(e),
+        }
+        // Create the missing directories one by one, each beneath its opened parent.
+        let mut dir = open(Path::new(""))?;
+        let mut walked = PathBuf::new();
+        for comp in parent.components() {
+            let Component::Normal(c) = comp else { continue };
+            walked.push(c);
+            match rustix::fs::mkdirat(&dir, c, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => {
+                    return Err(FsError::Io {
+                        path: walked.to_string_lossy().into_owned(),
+                        message: std::io::Error::from(e).to_string(),
+                        transient: false,
+                    });
+                }
+            }
+            dir = open(&walked)?;
+        }
+        Ok((dir, name))
+    }
+
     /// Opens a directory beneath the root and returns its canonical absolute
     /// path, checked to lie inside the root (for walkers that take paths).
     pub fn open_dir(&self, path: &WorkspacePath) -> Result<PathBuf, FsError> {

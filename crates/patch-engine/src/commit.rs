@@ -1,0 +1,778 @@
+//! Staging and the all-or-nothing commit beneath the workspace root.
+//!
+//! Every file is reached through a directory handle opened beneath the root,
+//! and every write is `*at` on that handle: new content goes to a temp file
+//! in the target's directory, is fsynced and given its mode, then replaces
+//! the target with an atomic rename (new files with a no-replace rename, so a
+//! file that appeared meanwhile is never overwritten). The original is kept
+//! as a hard-linked backup until every file is in place; any failure renames
+//! the backups back.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ctm_workspace_fs::{Workspace, WorkspacePath};
+use ring::digest::{SHA256, digest};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::error::PatchError;
+use crate::parse::{Op, parse};
+use crate::plan::{HunkReport, apply_chunks};
+
+/// Prefix of temp and backup files (so a restart can recognise leftovers).
+pub const TEMP_PREFIX: &str = ".ctm-patch-";
+/// Mode of files the patch creates.
+const NEW_FILE_MODE: u32 = 0o644;
+
+/// What a file operation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Created.
+    Add,
+    /// Changed in place.
+    Update,
+    /// Removed.
+    Delete,
+    /// Renamed (and possibly changed).
+    Move,
+}
+
+impl Operation {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Add => "add",
+            Self::Update => "update",
+            Self::Delete => "delete",
+            Self::Move => "move",
+        }
+    }
+}
+
+/// One operation's effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// The operation.
+    pub operation: Operation,
+    /// The path as written in the patch.
+    pub path: String,
+    /// The destination of a move.
+    pub destination: Option<String>,
+    /// Lines added.
+    pub lines_added: usize,
+    /// Lines removed.
+    pub lines_removed: usize,
+    /// SHA-256 of the content before (absent for adds).
+    pub old_sha256: Option<String>,
+    /// SHA-256 of the new content (absent for deletes).
+    pub new_sha256: Option<String>,
+    /// Whether the bytes or the path change.
+    pub would_change: bool,
+    /// Where each hunk matched.
+    pub hunks: Vec<HunkReport>,
+}
+
+/// The outcome of a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchReport {
+    /// One entry per operation, in patch order.
+    pub files: Vec<FileChange>,
+    /// Nothing was written (dry run).
+    pub dry_run: bool,
+    /// The changes are on disk.
+    pub applied: bool,
+}
+
+/// Faults for tests of the rollback path (they cannot be caused for real
+/// at a chosen moment).
+#[derive(Default)]
+#[doc(hidden)]
+pub struct Faults {
+    /// Fail the Nth rename of the commit (1-based).
+    pub fail_rename_at: Option<usize>,
+    /// Runs after planning, before committing (an outside writer).
+    pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// Options of one application.
+#[derive(Default)]
+pub struct ApplyOptions {
+    /// Plan and report, write nothing.
+    pub dry_run: bool,
+    #[doc(hidden)]
+    pub faults: Faults,
+}
+
+/// The patch engine of one workspace. Its lock spans every caller, so two
+/// patches never interleave.
+#[derive(Debug)]
+pub struct PatchEngine {
+    ws: Workspace,
+    protect_git_dir: bool,
+    lock: Mutex<()>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Baseline {
+    Absent,
+    Present { sha256: [u8; 32], mode: u32 },
+}
+
+struct Staged {
+    path: WorkspacePath,
+    baseline: Baseline,
+    /// `None`: delete.
+    content: Option<Vec<u8>>,
+    mode: u32,
+}
+
+fn sha(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest(&SHA256, bytes).as_ref());
+    out
+}
+
+fn hex(b: &[u8; 32]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn io_err(path: &str, e: impl std::fmt::Display) -> PatchError {
+    PatchError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+impl PatchEngine {
+    /// An engine for `ws`. With `protect_git_dir`, paths inside `.git/` are refused.
+    pub fn new(ws: Workspace, protect_git_dir: bool) -> Self {
+        Self {
+            ws,
+            protect_git_dir,
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// Parses, plans and (unless `dry_run`) commits `patch`.
+    pub fn apply(&self, patch: &str, opts: &ApplyOptions) -> Result<PatchReport, PatchError> {
+        let parsed = parse(patch)?;
+        if parsed.ops.is_empty() {
+            return Err(PatchError::NoChanges);
+        }
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut staged: BTreeMap<PathBuf, Staged> = BTreeMap::new();
+        let mut files = Vec::new();
+        for op in &parsed.ops {
+            files.push(self.stage(op, &mut staged)?);
+        }
+        if opts.dry_run {
+            return Ok(PatchReport {
+                files,
+                dry_run: true,
+                applied: false,
+            });
+        }
+        if let Some(hook) = &opts.faults.before_commit {
+            hook();
+        }
+        let changed: Vec<Staged> = staged
+            .into_values()
+            .filter(|s| match (&s.baseline, &s.content) {
+                (Baseline::Present { sha256, mode }, Some(c)) => {
+                    sha(c) != *sha256 || s.mode != *mode
+                }
+                (Baseline::Absent, None) => false,
+                _ => true,
+            })
+            .collect();
+        Commit::new(&self.ws, &opts.faults).run(&changed)?;
+        Ok(PatchReport {
+            files,
+            dry_run: false,
+            applied: true,
+        })
+    }
+
+    fn resolve(&self, raw: &str) -> Result<WorkspacePath, PatchError> {
+        let p = self.ws.resolve(raw)?;
+        if p.is_root() {
+            return Err(PatchError::IsDirectory(raw.to_owned()));
+        }
+        if self.protect_git_dir && p.relative().components().any(|c| c.as_os_str() == ".git") {
+            return Err(PatchError::GitDirProtected(raw.to_owned()));
+        }
+        Ok(p)
+    }
+
+    /// The state of `path`: staged by an earlier op, or read from disk.
+    fn current(
+        &self,
+        path: &WorkspacePath,
+        staged: &BTreeMap<PathBuf, Staged>,
+    ) -> Result<(Option<Vec<u8>>, u32, Baseline), PatchError> {
+        if let Some(s) = staged.get(path.relative()) {
+            return Ok((s.content.clone(), s.mode, s.baseline.clone()));
+        }
+        let shown = path.as_given();
+        let (dir, name) = match self.ws.open_parent(path, false) {
+            Ok(d) => d,
+            Err(ctm_workspace_fs::FsError::NotFound(_)) => {
+                return Ok((None, NEW_FILE_MODE, Baseline::Absent));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match read_at(&dir, &name) {
+            Ok(Some((bytes, mode))) => {
+                let base = Baseline::Present {
+                    sha256: sha(&bytes),
+                    mode,
+                };
+                Ok((Some(bytes), mode, base))
+            }
+            Ok(None) => Ok((None, NEW_FILE_MODE, Baseline::Absent)),
+            Err(ReadError::Directory) => Err(PatchError::IsDirectory(shown.to_owned())),
+            Err(ReadError::Symlink) => Err(PatchError::NotRegular {
+                path: shown.to_owned(),
+                what: "a symbolic link",
+            }),
+            Err(ReadError::Special) => Err(PatchError::NotRegular {
+                path: shown.to_owned(),
+                what: "a special file",
+            }),
+            Err(ReadError::Io(e)) => Err(io_err(shown, e)),
+        }
+    }
+
+    fn stage(
+        &self,
+        op: &Op,
+        staged: &mut BTreeMap<PathBuf, Staged>,
+    ) -> Result<FileChange, PatchError> {
+        match op {
+            Op::Add { path, lines, .. } => {
+                let p = self.resolve(path)?;
+                let (cur, _, baseline) = self.current(&p, staged)?;
+                if cur.is_some() {
+                    return Err(PatchError::AlreadyExists {
+                        path: path.clone(),
+                        hint: "use '*** Update File:' to change it, or '*** Delete File:' first",
+                    });
+                }
+                let mut content = lines.join("\n").into_bytes();
+                if !lines.is_empty() {
+                    content.push(b'\n');
+                }
+                let change = FileChange {
+                    operation: crate::Operation::Add,
+                    path: path.clone(),
+                    destination: None,
+                    lines_added: lines.len(),
+                    lines_removed: 0,
+                    old_sha256: None,
+                    new_sha256: Some(hex(&sha(&content))),
+                    would_change: true,
+                    hunks: Vec::new(),
+                };
+                staged.insert(
+                    p.relative().to_path_buf(),
+                    Staged {
+                        path: p,
+                        baseline,
+                        content: Some(content),
+                        mode: NEW_FILE_MODE,
+                    },
+                );
+                Ok(change)
+            }
+            Op::Delete { path, .. } => {
+                let p = self.resolve(path)?;
+                let (cur, mode, baseline) = self.current(&p, staged)?;
+                let Some(old) = cur else {
+                    return Err(if staged.contains_key(p.relative()) {
+                        PatchError::AfterDelete(path.clone())
+                    } else {
+                        PatchError::NotFound {
+                            path: path.clone(),
+                            operation: "delete",
+                        }
+                    });
+                };
+                let removed = count_lines(&old);
+                let change = FileChange {
+                    operation: crate::Operation::Delete,
+                    path: path.clone(),
+                    destination: None,
+                    lines_added: 0,
+                    lines_removed: removed,
+                    old_sha256: Some(hex(&sha(&old))),
+                    new_sha256: None,
+                    would_change: true,
+                    hunks: Vec::new(),
+                };
+                staged.insert(
+                    p.relative().to_path_buf(),
+                    Staged {
+                        path: p,
+                        baseline,
+                        content: None,
+                        mode,
+                    },
+                );
+                Ok(change)
+            }
+            Op::Update {
+                path,
+                move_to,
+                chunks,
+                ..
+            } => {
+                let p = self.resolve(path)?;
+                let (cur, mode, baseline) = self.current(&p, staged)?;
+                let Some(old) = cur else {
+                    return Err(if staged.contains_key(p.relative()) {
+                        PatchError::AfterDelete(path.clone())
+                    } else {
+                        PatchError::NotFound {
+                            path: path.clone(),
+                            operation: if move_to.is_some() { "move" } else { "update" },
+                        }
+                    });
+                };
+                let text = std::str::from_utf8(&old).map_err(|e| PatchError::Encoding {
+                    path: path.clone(),
+                    offset: e.valid_up_to(),
+                })?;
+                let (new, added, removed, hunks) = if chunks.is_empty() {
+                    (old.clone(), 0, 0, Vec::new())
+                } else {
+                    let planned = apply_chunks(text, chunks).map_err(|error| PatchError::Plan {
+                        path: path.clone(),
+                        error: Box::new(error),
+                    })?;
+                    (
+                        planned.text.into_bytes(),
+                        planned.added,
+                        planned.removed,
+                        planned.hunks,
+                    )
+                };
+                let old_sha = hex(&sha(&old));
+                let new_sha = hex(&sha(&new));
+                let mut change = FileChange {
+                    operation: crate::Operation::Update,
+                    path: path.clone(),
+                    destination: None,
+                    lines_added: added,
+                    lines_removed: removed,
+                    would_change: old_sha != new_sha,
+                    old_sha256: Some(old_sha),
+                    new_sha256: Some(new_sha),
+                    hunks,
+                };
+                match move_to {
+                    Some(dest) if self.resolve(dest)?.relative() != p.relative() => {
+                        let d = self.resolve(dest)?;
+                        let (dest_cur, _, dest_base) = self.current(&d, staged)?;
+                        if dest_cur.is_some() {
+                            return Err(PatchError::AlreadyExists {
+                                path: dest.clone(),
+                                hint: "a move never overwrites; delete the destination first or pick another name",
+                            });
+                        }
+                        change.operation = crate::Operation::Move;
+                        change.destination = Some(dest.clone());
+                        change.would_change = true;
+                        staged.insert(
+                            p.relative().to_path_buf(),
+                            Staged {
+                                path: p,
+                                baseline,
+                                content: None,
+                                mode,
+                            },
+                        );
+                        staged.insert(
+                            d.relative().to_path_buf(),
+                            Staged {
+                                path: d,
+                                baseline: dest_base,
+                                content: Some(new),
+                                mode,
+                            },
+                        );
+                    }
+                    _ => {
+                        staged.insert(
+                            p.relative().to_path_buf(),
+                            Staged {
+                                path: p,
+                                baseline,
+                                content: Some(new),
+                                mode,
+                            },
+                        );
+                    }
+                }
+                Ok(change)
+            }
+        }
+    }
+}
+
+fn count_lines(b: &[u8]) -> usize {
+    let n = b.iter().filter(|c| **c == b'\n').count();
+    n + usize::from(b.last().is_some_and(|c| *c != b'\n'))
+}
+
+enum ReadError {
+    Directory,
+    Symlink,
+    Special,
+    Io(Errno),
+}
+
+/// Reads `name` in `dir` without following a final symlink. `Ok(None)`: absent.
+fn read_at(dir: &OwnedFd, name: &OsStr) -> Result<Option<(Vec<u8>, u32)>, ReadError> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP) => return Err(ReadError::Symlink),
+        Err(e) => return Err(ReadError::Io(e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(ReadError::Io)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(ReadError::Directory),
+        _ => return Err(ReadError::Special),
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::Io(Errno::from_io_error(&e).unwrap_or(Errno::IO)))?;
+    Ok(Some((bytes, st.st_mode & 0o7777)))
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn temp_name(kind: &str, name: &OsStr) -> OsString {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut s = OsString::from(format!("{TEMP_PREFIX}{kind}-{}-{n}-", std::process::id()));
+    // Keep names short enough for NAME_MAX.
+    let tail: Vec<u8> = name.as_bytes().iter().copied().take(100).collect();
+    s.push(OsStr::from_bytes(&tail));
+    s
+}
+
+/// One installed change, for rollback.
+enum Done {
+    /// Target replaced (or created when `backup` is None).
+    Installed {
+        dir: OwnedFd,
+        name: OsString,
+        backup: Option<OsString>,
+        shown: String,
+    },
+    /// Target removed to `backup`.
+    Removed {
+        dir: OwnedFd,
+        name: OsString,
+        backup: OsString,
+        shown: String,
+    },
+}
+
+struct Commit<'a> {
+    ws: &'a Workspace,
+    faults: &'a Faults,
+    renames: usize,
+    temps: Vec<(OwnedFd, OsString)>,
+    created_dirs: Vec<WorkspacePath>,
+    done: Vec<Done>,
+}
+
+impl<'a> Commit<'a> {
+    fn new(ws: &'a Workspace, faults: &'a Faults) -> Self {
+        Self {
+            ws,
+            faults,
+            renames: 0,
+            temps: Vec::new(),
+            created_dirs: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    fn run(mut self, changes: &[Staged]) -> Result<(), PatchError> {
+        match self.try_run(changes) {
+            Ok(()) => {
+                self.finish();
+                Ok(())
+            }
+            Err(cause) => Err(self.rollback(cause)),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        dir: &OwnedFd,
+        from: &OsStr,
+        to: &OsStr,
+        flags: RenameFlags,
+    ) -> Result<(), Errno> {
+        self.renames += 1;
+        if self.faults.fail_rename_at == Some(self.renames) {
+            return Err(Errno::IO);
+        }
+        rustix::fs::renameat_with(dir, from, dir, to, flags)
+    }
+
+    fn try_run(&mut self, changes: &[Staged]) -> Result<(), PatchError> {
+        // 1. Write every new content to a temp file beside its target.
+        let mut prepared = Vec::new();
+        for s in changes {
+            let shown = s.path.as_given().to_owned();
+            let dir_missing = matches!(
+                self.ws.open_parent(&s.path, false),
+                Err(ctm_workspace_fs::FsError::NotFound(_))
+            );
+            if dir_missing {
+                self.note_missing_dirs(&s.path);
+            }
+            let (dir, name) = self.ws.open_parent(&s.path, s.content.is_some())?;
+            let temp = match &s.content {
+                Some(bytes) => {
+                    let t = temp_name("new", &name);
+                    let fd = rustix::fs::openat(
+                        &dir,
+                        &t,
+                        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+                        Mode::from_raw_mode(0o600),
+                    )
+                    .map_err(|e| io_err(&shown, e))?;
+                    self.temps.push((
+                        rustix::io::dup(&dir).map_err(|e| io_err(&shown, e))?,
+                        t.clone(),
+                    ));
+                    let mut f = std::fs::File::from(fd);
+                    f.write_all(bytes).map_err(|e| io_err(&shown, e))?;
+                    rustix::fs::fchmod(&f, Mode::from_raw_mode(s.mode))
+                        .map_err(|e| io_err(&shown, e))?;
+                    f.sync_all().map_err(|e| io_err(&shown, e))?;
+                    Some(t)
+                }
+                None => None,
+            };
+            prepared.push((s, dir, name, temp, shown));
+        }
+        // 2. Install, re-checking each baseline immediately before its replacement.
+        for (s, dir, name, temp, shown) in prepared {
+            let now = match read_at(&dir, &name) {
+                Ok(Some((bytes, mode))) => Baseline::Present {
+                    sha256: sha(&bytes),
+                    mode,
+                },
+                Ok(None) => Baseline::Absent,
+                Err(_) => {
+                    return Err(PatchError::Conflict {
+                        path: shown,
+                        reason: "it is no longer a regular file",
+                    });
+                }
+            };
+            if now != s.baseline {
+                let reason = if s.baseline == Baseline::Absent {
+                    "it was created by someone else"
+                } else {
+                    "its content or mode changed"
+                };
+                return Err(PatchError::Conflict {
+                    path: shown,
+                    reason,
+                });
+            }
+            match (temp, &s.baseline) {
+                (Some(t), Baseline::Absent) => {
+                    match self.rename(&dir, &t, &name, RenameFlags::NOREPLACE) {
+                        Ok(()) => {}
+                        Err(Errno::EXIST) => {
+                            return Err(PatchError::Conflict {
+                                path: shown,
+                                reason: "it was created by someone else",
+                            });
+                        }
+                        Err(e) => return Err(io_err(&shown, e)),
+                    }
+                    self.forget_temp(&t);
+                    self.done.push(Done::Installed {
+                        dir: dup(&dir, &shown)?,
+                        name: name.clone(),
+                        backup: None,
+                        shown: shown.clone(),
+                    });
+                }
+                (Some(t), Baseline::Present { .. }) => {
+                    let backup = temp_name("old", &name);
+                    rustix::fs::linkat(&dir, &name, &dir, &backup, AtFlags::empty())
+                        .map_err(|e| io_err(&shown, e))?;
+                    if let Err(e) = self.rename(&dir, &t, &name, RenameFlags::empty()) {
+                        let _ = rustix::fs::unlinkat(&dir, &backup, AtFlags::empty());
+                        return Err(io_err(&shown, e));
+                    }
+                    self.forget_temp(&t);
+                    self.done.push(Done::Installed {
+                        dir: dup(&dir, &shown)?,
+                        name: name.clone(),
+                        backup: Some(backup),
+                        shown: shown.clone(),
+                    });
+                }
+                (None, Baseline::Present { .. }) => {
+                    let backup = temp_name("old", &name);
+                    self.rename(&dir, &name, &backup, RenameFlags::NOREPLACE)
+                        .map_err(|e| io_err(&shown, e))?;
+                    self.done.push(Done::Removed {
+                        dir: dup(&dir, &shown)?,
+                        name: name.clone(),
+                        backup,
+                        shown: shown.clone(),
+                    });
+                }
+                (None, Baseline::Absent) => {}
+            }
+            rustix::fs::fsync(&dir).map_err(|e| io_err(&shown, e))?;
+        }
+        Ok(())
+    }
+
+    fn note_missing_dirs(&mut self, path: &WorkspacePath) {
+        let mut missing = Vec::new();
+        let mut cur = path.relative().parent().map(std::path::Path::to_path_buf);
+        while let Some(p) = cur.filter(|p| !p.as_os_str().is_empty()) {
+            match self.ws.resolve(&p.to_string_lossy()) {
+                Ok(wp)
+                    if matches!(
+                        self.ws.open_beneath(&wp),
+                        Err(ctm_workspace_fs::FsError::NotFound(_))
+                    ) =>
+                {
+                    missing.push(wp)
+                }
+                _ => break,
+            }
+            cur = p.parent().map(std::path::Path::to_path_buf);
+        }
+        // Deepest last, so removal in reverse goes deepest first.
+        missing.reverse();
+        for m in missing {
+            if !self.created_dirs.contains(&m) {
+                self.created_dirs.push(m);
+            }
+        }
+    }
+
+    fn forget_temp(&mut self, t: &OsStr) {
+        self.temps.retain(|(_, n)| n != t);
+    }
+
+    /// Success: drop the backups.
+    fn finish(&mut self) {
+        for d in &self.done {
+            match d {
+                Done::Installed {
+                    dir,
+                    backup: Some(b),
+                    ..
+                }
+                | Done::Removed { dir, backup: b, .. } => {
+                    let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
+                    let _ = rustix::fs::fsync(dir);
+                }
+                Done::Installed { backup: None, .. } => {}
+            }
+        }
+    }
+
+    /// Failure: put every file back, newest first.
+    fn rollback(&mut self, cause: PatchError) -> PatchError {
+        let mut errors = Vec::new();
+        let mut kept = Vec::new();
+        for d in self.done.drain(..).rev() {
+            match d {
+                Done::Installed {
+                    dir,
+                    name,
+                    backup: Some(b),
+                    shown,
+                } => {
+                    if let Err(e) = rustix::fs::renameat(&dir, &b, &dir, &name) {
+                        errors.push(format!("{shown}: {e}"));
+                        kept.push((shown, b.to_string_lossy().into_owned()));
+                    }
+                    let _ = rustix::fs::fsync(&dir);
+                }
+                Done::Installed {
+                    dir,
+                    name,
+                    backup: None,
+                    shown,
+                } => {
+                    if let Err(e) = rustix::fs::unlinkat(&dir, &name, AtFlags::empty()) {
+                        errors.push(format!("{shown}: {e}"));
+                    }
+                    let _ = rustix::fs::fsync(&dir);
+                }
+                Done::Removed {
+                    dir,
+                    name,
+                    backup,
+                    shown,
+                } => {
+                    if let Err(e) = rustix::fs::renameat_with(
+                        &dir,
+                        &backup,
+                        &dir,
+                        &name,
+                        RenameFlags::NOREPLACE,
+                    ) {
+                        errors.push(format!("{shown}: {e}"));
+                        kept.push((shown, backup.to_string_lossy().into_owned()));
+                    }
+                    let _ = rustix::fs::fsync(&dir);
+                }
+            }
+        }
+        for (dir, t) in self.temps.drain(..) {
+            let _ = rustix::fs::unlinkat(&dir, &t, AtFlags::empty());
+        }
+        for d in self.created_dirs.drain(..).rev() {
+            if let Ok((parent, name)) = self.ws.open_parent(&d, false) {
+                let _ = rustix::fs::unlinkat(&parent, &name, AtFlags::REMOVEDIR);
+            }
+        }
+        if errors.is_empty() {
+            cause
+        } else {
+            PatchError::RollbackFailed {
+                cause: cause.to_string(),
+                errors,
+                backups: kept,
+            }
+        }
+    }
+}
+
+fn dup(fd: &OwnedFd, shown: &str) -> Result<OwnedFd, PatchError> {
+    rustix::io::dup(fd).map_err(|e| io_err(shown, e))
+}

@@ -1,0 +1,97 @@
+//! The one error type of the crate.
+
+use ctm_workspace_fs::FsError;
+
+use crate::parse::ParseError;
+use crate::plan::PlanError;
+
+/// Why a patch was refused or not applied. Nothing is written when any of
+/// these is returned, except `RollbackFailed`, which says what is left.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// The patch text does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// A path was refused by the workspace boundary.
+    #[error("{0}")]
+    Path(#[from] FsError),
+    /// A hunk could not be placed.
+    #[error("{path}: {error}")]
+    Plan {
+        /// The file.
+        path: String,
+        /// Why.
+        error: Box<PlanError>,
+    },
+    /// The file to update, delete or move does not exist.
+    #[error("{path}: no such file to {operation}")]
+    NotFound {
+        /// The file.
+        path: String,
+        /// `update`, `delete` or `move`.
+        operation: &'static str,
+    },
+    /// An Add, or a Move destination, names a file that exists.
+    #[error("{path} already exists; {hint}")]
+    AlreadyExists {
+        /// The file.
+        path: String,
+        /// What to do instead.
+        hint: &'static str,
+    },
+    /// The target is a directory.
+    #[error("{0} is a directory")]
+    IsDirectory(String),
+    /// The target is a symlink, or not a regular file.
+    #[error("{path} is {what}; patch a regular file")]
+    NotRegular {
+        /// The file.
+        path: String,
+        /// `a symbolic link`, `a special file`.
+        what: &'static str,
+    },
+    /// The file is not UTF-8.
+    #[error("{path} is not valid UTF-8 (first invalid byte at offset {offset})")]
+    Encoding {
+        /// The file.
+        path: String,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// An operation names a path an earlier operation of the patch deleted.
+    #[error("{0} was deleted earlier in this patch")]
+    AfterDelete(String),
+    /// Writes into `.git/` are refused by the policy.
+    #[error("{0} is inside .git; this mode does not write there")]
+    GitDirProtected(String),
+    /// The patch changes nothing.
+    #[error("no files were modified: the patch has no operations")]
+    NoChanges,
+    /// A file changed between planning and committing, or a new file appeared.
+    #[error("{path} changed while the patch was being applied ({reason}); nothing was written")]
+    Conflict {
+        /// The file.
+        path: String,
+        /// What changed.
+        reason: &'static str,
+    },
+    /// Writing failed; every file was restored.
+    #[error("{path}: {message}; every file was restored")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS message.
+        message: String,
+    },
+    /// Writing failed and restoring failed too.
+    #[error("the patch failed ({cause}) and restoring failed too: {}", errors.join("; "))]
+    RollbackFailed {
+        /// The original failure.
+        cause: String,
+        /// What could not be restored.
+        errors: Vec<String>,
+        /// Backups kept for manual recovery: (workspace path, backup file in
+        /// the same directory).
+        backups: Vec<(String, String)>,
+    },
+}

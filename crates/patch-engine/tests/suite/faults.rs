@@ -1,0 +1,207 @@
+//! Faults and races: a failing rename mid-commit, an outside writer between
+//! plan and commit, a target created meanwhile, and many threads at once.
+
+use std::sync::Arc;
+
+use ctm_patch_engine::{ApplyOptions, Faults, PatchEngine, PatchError, TEMP_PREFIX};
+use ctm_workspace_fs::Workspace;
+
+use super::{kind, tree};
+
+fn setup(files: &[(&str, &str)]) -> (tempfile::TempDir, PatchEngine) {
+    let t = tempfile::tempdir().unwrap();
+    for (p, c) in files {
+        let f = t.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, c).unwrap();
+    }
+    let e = PatchEngine::new(Workspace::open(t.path()).unwrap(), true);
+    (t, e)
+}
+
+const THREE_FILES: &str = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Delete File: b.txt\n*** Add File: new/dir/c.txt\n+c\n*** Update File: d.txt\n*** Move to: moved/d.txt\n-d\n+D\n*** End Patch\n";
+
+/// Failing the Nth rename of the commit, for every N: every file is as it was.
+#[test]
+fn failing_any_rename_rolls_everything_back() {
+    // Five targets (update, delete, add, and a move's delete and add): five renames.
+    for n in 1..=6 {
+        let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("d.txt", "d\n")]);
+        let before = tree(t.path());
+        let opts = ApplyOptions {
+            dry_run: false,
+            faults: Faults {
+                fail_rename_at: Some(n),
+                before_commit: None,
+            },
+        };
+        let r = engine.apply(THREE_FILES, &opts);
+        if n <= 5 {
+            let e = r.expect_err("the injected fault must fail the patch");
+            assert_eq!(kind(&e), "io", "rename {n}: {e}");
+            assert_eq!(tree(t.path()), before, "rename {n} left a change behind");
+            assert!(
+                !t.path().join("new").exists(),
+                "rename {n} left a created directory"
+            );
+        } else {
+            // There is no sixth rename: the patch applies.
+            r.unwrap();
+            assert_eq!(
+                std::fs::read_to_string(t.path().join("moved/d.txt")).unwrap(),
+                "D\n"
+            );
+        }
+        assert!(tree(t.path()).keys().all(|k| !k.contains(TEMP_PREFIX)));
+    }
+}
+
+#[test]
+fn outside_change_between_plan_and_commit_is_a_conflict() {
+    let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let path = t.path().join("b.txt");
+    let opts = ApplyOptions {
+        dry_run: false,
+        faults: Faults {
+            fail_rename_at: None,
+            before_commit: Some(Box::new(move || {
+                std::fs::write(&path, "edited by someone\n").unwrap()
+            })),
+        },
+    };
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Update File: b.txt\n-b\n+B\n*** End Patch";
+    let e = engine.apply(patch, &opts).unwrap_err();
+    assert!(
+        matches!(e, PatchError::Conflict { ref path, .. } if path == "b.txt"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+        "a\n",
+        "a.txt must be rolled back"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b.txt")).unwrap(),
+        "edited by someone\n",
+        "the outside edit survives"
+    );
+}
+
+#[test]
+fn target_created_meanwhile_is_never_overwritten() {
+    let (t, engine) = setup(&[]);
+    let path = t.path().join("new.txt");
+    let opts = ApplyOptions {
+        dry_run: false,
+        faults: Faults {
+            fail_rename_at: None,
+            before_commit: Some(Box::new(move || std::fs::write(&path, "theirs\n").unwrap())),
+        },
+    };
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Add File: new.txt\n+ours\n*** End Patch",
+            &opts,
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "conflict");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("new.txt")).unwrap(),
+        "theirs\n"
+    );
+}
+
+#[test]
+fn mode_change_is_a_conflict_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let (t, engine) = setup(&[("a.txt", "a\n")]);
+    let path = t.path().join("a.txt");
+    let opts = ApplyOptions {
+        dry_run: false,
+        faults: Faults {
+            fail_rename_at: None,
+            before_commit: Some(Box::new(move || {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap()
+            })),
+        },
+    };
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** End Patch",
+            &opts,
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "conflict");
+}
+
+#[test]
+fn git_dir_is_protected_and_symlinks_are_not_written_through() {
+    let (t, engine) = setup(&[(".git/config", "[core]\n"), ("real.txt", "r\n")]);
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Update File: .git/config\n-[core]\n+[evil]\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "git_dir");
+    let open = PatchEngine::new(Workspace::open(t.path()).unwrap(), false);
+    open.apply(
+        "*** Begin Patch\n*** Update File: .git/config\n-[core]\n+[core2]\n*** End Patch",
+        &ApplyOptions::default(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("real.txt", t.path().join("link.txt")).unwrap();
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Update File: link.txt\n-r\n+R\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "not_regular");
+    // A symlinked parent directory that leads outside is refused for a new file.
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), t.path().join("out")).unwrap();
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Add File: out/x.txt\n+x\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PatchError::Path(ctm_workspace_fs::FsError::SymlinkEscape(_))
+        ),
+        "{e}"
+    );
+    assert!(!outside.path().join("x.txt").exists());
+}
+
+/// Sixteen threads each rewrite their own line of one file, many times: the
+/// lock serialises them and no update is lost.
+#[test]
+fn concurrent_patches_lose_nothing() {
+    let lines: String = (0..16).map(|i| format!("slot {i}: 0\n")).collect();
+    let (t, engine) = setup(&[("shared.txt", &lines)]);
+    let engine = Arc::new(engine);
+    let rounds = 20;
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                for k in 0..rounds {
+                    let patch = format!("*** Begin Patch\n*** Update File: shared.txt\n@@\n-slot {i}: {k}\n+slot {i}: {}\n*** End Patch", k + 1);
+                    engine.apply(&patch, &ApplyOptions::default()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let want: String = (0..16).map(|i| format!("slot {i}: {rounds}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("shared.txt")).unwrap(),
+        want
+    );
+}
