@@ -45,6 +45,66 @@ pub fn run(args: &[String]) -> Result<()> {
     startup(&binary, runs, peer.as_deref())?;
     let tree = generate_tree()?;
     file_tools(&binary, &tree, runs)?;
+    apply_patch(&binary, runs)?;
+    Ok(())
+}
+
+/// `apply_patch` of one line in 1 and in 20 files (200 lines each), forward
+/// and back on alternate runs, against `git apply` of the same change.
+fn apply_patch(binary: &Path, runs: usize) -> Result<()> {
+    let ws = tempfile::tempdir()?;
+    for i in 0..20 {
+        let body: String = (0..200).map(|l| format!("file {i} line {l}\n")).collect();
+        std::fs::write(ws.path().join(format!("f{i:02}.txt")), body)?;
+    }
+    let ours_patch = |n: usize, from: &str, to: &str| {
+        let mut p = String::from("*** Begin Patch\n");
+        for i in 0..n {
+            p.push_str(&format!(
+                "*** Update File: f{i:02}.txt\n@@\n file {i} line 99\n-file {i} line 100{from}\n+file {i} line 100{to}\n file {i} line 101\n"
+            ));
+        }
+        p.push_str("*** End Patch\n");
+        p
+    };
+    let git_diff = |n: usize, from: &str, to: &str| {
+        let mut d = String::new();
+        for i in 0..n {
+            d.push_str(&format!(
+                "--- a/f{i:02}.txt\n+++ b/f{i:02}.txt\n@@ -100,3 +100,3 @@\n file {i} line 99\n-file {i} line 100{from}\n+file {i} line 100{to}\n file {i} line 101\n"
+            ));
+        }
+        d
+    };
+    let mut client = Client::start(binary, ws.path())?;
+    for n in [1usize, 20] {
+        let (mut a, mut r) = (Vec::new(), Vec::new());
+        let forward = (ours_patch(n, "", " changed"), git_diff(n, "", " changed"));
+        let back = (ours_patch(n, " changed", ""), git_diff(n, " changed", ""));
+        for k in 0..runs * 2 {
+            let (ours, _) = if k % 2 == 0 { &forward } else { &back };
+            let (d, _) = client.call("apply_patch", json!({"patch": ours}))?;
+            a.push(d);
+        }
+        for k in 0..runs * 2 {
+            let (_, diff) = if k % 2 == 0 { &forward } else { &back };
+            let diff_path = ws.path().join(".bench.diff");
+            std::fs::write(&diff_path, diff)?;
+            let (d, _) = timed_command(
+                Command::new("git")
+                    .current_dir(ws.path())
+                    .args(["apply", "--unsafe-paths"])
+                    .arg(&diff_path),
+            )?;
+            r.push(d);
+        }
+        row(
+            &format!("apply_patch, {n} file(s), one hunk each"),
+            median(&mut a),
+            "git apply",
+            median(&mut r),
+        );
+    }
     Ok(())
 }
 
@@ -274,6 +334,9 @@ fn timed_command(cmd: &mut Command) -> Result<(Duration, usize)> {
     let started = Instant::now();
     let out = cmd.stderr(Stdio::null()).output()?;
     let elapsed = started.elapsed();
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", out.status);
+    }
     Ok((elapsed, out.stdout.iter().filter(|b| **b == b'\n').count()))
 }
 

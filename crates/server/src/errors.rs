@@ -1,6 +1,7 @@
 //! The one table from capability errors to the contract's error codes,
 //! categories, retryability and recovery text.
 
+use ctm_patch_engine::{PatchError, PlanError};
 use ctm_workspace_fs::FsError;
 use serde_json::json;
 
@@ -197,4 +198,199 @@ pub fn join_error(e: &tokio::task::JoinError) -> ToolError {
         json!({"reason": "task_failed"}),
         "This is a server fault; call again, and report it if it repeats.",
     )
+}
+
+/// Maps a patch-engine error. Nothing was written for any of these but
+/// `RollbackFailed`, which says what is left where.
+pub fn patch_error(e: PatchError) -> ToolError {
+    use Category::*;
+    let msg = e.to_string();
+    match e {
+        PatchError::Parse(p) => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "parse", "line": p.line}),
+            &format!(
+                "Fix line {} of the patch. The envelope is: *** Begin Patch / *** Update File: <path> / @@ / ' ', '-', '+' lines / *** End Patch.",
+                p.line
+            ),
+        ),
+        PatchError::Path(fs) => fs_error(fs),
+        PatchError::Plan { path, error } => plan_error(path, *error, msg),
+        PatchError::NotFound { path, operation } => err(
+            "NOT_FOUND",
+            NotFound,
+            false,
+            msg,
+            json!({"path": path, "operation": operation}),
+            "Check the path with list_files; to create a file use '*** Add File:'.",
+        ),
+        PatchError::AlreadyExists { path, hint } => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "already_exists"}),
+            &format!("Nothing was written: {hint}."),
+        ),
+        PatchError::IsDirectory(path) => err(
+            "IS_DIRECTORY",
+            Validation,
+            false,
+            msg,
+            json!({"path": path}),
+            "Patches change files; name a file inside the directory.",
+        ),
+        PatchError::NotRegular { path, what } => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "not_regular_file", "is": what}),
+            "Patch the file a link points to by its own path; links are never written through.",
+        ),
+        PatchError::Encoding { path, offset } => err(
+            "UNSUPPORTED_ENCODING",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "offset": offset, "supported": ["utf-8"]}),
+            "Only UTF-8 files can be patched.",
+        ),
+        PatchError::AfterDelete(path) => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "after_delete"}),
+            "Remove the later operation on the deleted path, or the delete.",
+        ),
+        PatchError::GitDirProtected(path) => err(
+            "PERMISSION_REQUIRED",
+            Permission,
+            false,
+            msg,
+            json!({"path": path, "permission": "write_git_dir", "permission_mode": "safe", "how_to_grant": "restart the server with --permission-mode trusted"}),
+            "Safe mode never writes inside .git/; use git commands or ask the operator for trusted mode.",
+        ),
+        PatchError::NoChanges => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "no_operations"}),
+            "Add at least one '*** Add File:', '*** Update File:' or '*** Delete File:' operation.",
+        ),
+        PatchError::Conflict { path, reason } => err(
+            "PATCH_CONFLICT",
+            Conflict,
+            true,
+            msg,
+            json!({"path": path, "reason": reason}),
+            "Nothing was written. Re-read the file and resend the patch against its current content.",
+        ),
+        PatchError::Io { path, message } => err(
+            "PATCH_FAILED",
+            Runtime,
+            true,
+            msg,
+            json!({"path": path, "os_error": message, "rolled_back": true}),
+            "Nothing was changed (every file was restored); call again, or check the file system if it repeats.",
+        ),
+        PatchError::RollbackFailed {
+            cause,
+            errors,
+            backups,
+        } => {
+            let backups: serde_json::Map<String, serde_json::Value> =
+                backups.into_iter().map(|(p, b)| (p, json!(b))).collect();
+            err(
+                "PATCH_ROLLBACK_FAILED",
+                Internal,
+                false,
+                msg,
+                json!({"cause": cause, "rollback_errors": errors, "recovery_backups": backups}),
+                "Some files could not be restored: recovery_backups maps each to its backup in the same directory; restore them before patching again.",
+            )
+        }
+    }
+}
+
+fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
+    use Category::*;
+    match e {
+        PlanError::ContextNotFound {
+            index,
+            patch_line,
+            expected,
+            closest,
+        } => {
+            let (hint, closest_json) = match &closest {
+                Some(c) => (
+                    format!(
+                        "The closest place is line {} ({} of {} lines agree). Re-read {path} around line {} with read_file and resend the hunk with its current text.",
+                        c.line,
+                        c.matching_lines,
+                        expected.len(),
+                        c.line
+                    ),
+                    json!({
+                        "line": c.line,
+                        "matching_lines": c.matching_lines,
+                        "expected_line": c.first_difference.as_ref().map(|d| &d.0),
+                        "actual_line": c.first_difference.as_ref().map(|d| &d.1),
+                    }),
+                ),
+                None => (
+                    format!("No line of the hunk occurs in {path}; re-read it with read_file."),
+                    serde_json::Value::Null,
+                ),
+            };
+            let shown: Vec<&String> = expected.iter().take(20).collect();
+            err(
+                "PATCH_CONTEXT_NOT_FOUND",
+                Validation,
+                true,
+                msg,
+                json!({"path": path, "hunk_index": index, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
+                &hint,
+            )
+        }
+        PlanError::AnchorNotFound {
+            index,
+            patch_line,
+            anchor,
+        } => err(
+            "PATCH_CONTEXT_NOT_FOUND",
+            Validation,
+            true,
+            msg,
+            json!({"path": path, "hunk_index": index, "patch_line": patch_line, "anchor": anchor}),
+            "The @@ anchor line does not occur (after the previous hunk); copy it exactly from the file, or drop it.",
+        ),
+        PlanError::Ambiguous {
+            index,
+            patch_line,
+            count,
+            lines,
+            tier,
+        } => err(
+            "PATCH_CONTEXT_AMBIGUOUS",
+            Validation,
+            true,
+            format!("Patch context matched more than one location: {msg}"),
+            json!({"path": path, "hunk_index": index, "patch_line": patch_line, "match_count": count, "lines": lines, "matched_with": tier.as_str()}),
+            "Add context lines that occur only at the intended place, or an '@@ <line>' anchor (e.g. the enclosing function) before the hunk.",
+        ),
+        PlanError::Overlap { first, second } => err(
+            "PATCH_HUNKS_OVERLAP",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "hunk_indexes": [first, second]}),
+            "Merge the two hunks into one, or make them cover separate lines.",
+        ),
+    }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ctm_exec_runtime::{Gates, RuntimeDirs};
+use ctm_patch_engine::PatchEngine;
 use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
     RpcError, negotiate, server_info,
@@ -22,6 +23,7 @@ use crate::{args, tools};
 pub struct Server {
     pub config: Config,
     pub workspace: Workspace,
+    pub patch: Arc<PatchEngine>,
     pub runtime_dirs: Result<RuntimeDirs, String>,
     pub limits: Limits,
     pub trace: Trace,
@@ -34,9 +36,13 @@ impl Server {
             tracing::warn!("{e}");
         }
         let limits = Limits::new(config.max_wait_secs);
+        // Safe mode keeps patches out of .git/ (hooks and config live there).
+        let protect_git = config.permission_mode == PermissionMode::Safe;
+        let patch = Arc::new(PatchEngine::new(workspace.clone(), protect_git));
         Self {
             config,
             workspace,
+            patch,
             runtime_dirs,
             limits,
             trace,

@@ -1,6 +1,7 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
 mod files;
+mod patch;
 mod request_permissions;
 mod server_info;
 
@@ -31,6 +32,7 @@ pub async fn run(
         "list_files" => files::list_files(ws, &a).await,
         "search_text" => files::search_text(ws, &a).await,
         "view_image" => files::view_image(ws, &a).await,
+        "apply_patch" => patch::apply_patch(&server.patch, &a).await,
         other => Err(not_built(other)),
     }
 }
@@ -38,7 +40,6 @@ pub async fn run(
 /// The issue that brings each tool that this build does not serve yet.
 fn arriving_with(tool: &str) -> (u32, &'static str) {
     match tool {
-        "apply_patch" => (4, "the patch engine"),
         "git_status" | "git_diff" | "git_log" | "git_show" | "git_blame" => (5, "git tools on gix"),
         _ => (9, "the exec runtime"),
     }

@@ -157,8 +157,22 @@ impl Drop for StdioServer {
 /// The binary on HTTP (port 0, read back from stderr).
 pub struct HttpServer {
     pub child: Child,
-    pub addr: String,
+    pub client: HttpClient,
     pub stderr: Lines,
+}
+
+/// Raw HTTP/1.1 requests to one server address (cheap to clone across threads).
+#[derive(Clone)]
+pub struct HttpClient {
+    pub addr: String,
+}
+
+impl std::ops::Deref for HttpServer {
+    type Target = HttpClient;
+
+    fn deref(&self) -> &HttpClient {
+        &self.client
+    }
 }
 
 impl HttpServer {
@@ -185,11 +199,25 @@ impl HttpServer {
         };
         Self {
             child,
-            addr,
+            client: HttpClient { addr },
             stderr,
         }
     }
 
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        for _ in 0..(ANSWER_TIMEOUT.as_millis() / 20) {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server did not stop on SIGTERM");
+    }
+}
+
+impl HttpClient {
     pub fn post(&self, body: &Value, headers: &[(&str, &str)]) -> HttpResponse {
         let b = body.to_string();
         let mut h = vec![("Content-Type", "application/json")];
@@ -244,18 +272,6 @@ impl HttpServer {
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         HttpResponse::parse(&out)
-    }
-
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        for _ in 0..(ANSWER_TIMEOUT.as_millis() / 20) {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("server did not stop on SIGTERM");
     }
 }
 

@@ -234,10 +234,6 @@ fn tools_of_later_issues_fail_honestly() {
     let ws = workspace();
     let mut s = StdioServer::start(ws.path(), &[]);
     for (name, args) in [
-        (
-            "apply_patch",
-            json!({"patch": "*** Begin Patch\n*** End Patch"}),
-        ),
         ("git_status", json!({})),
         ("exec_command", json!({"cmd": "true"})),
         ("check_exec_environment", json!({})),

@@ -1,0 +1,124 @@
+//! The `apply_patch` adapter.
+
+use std::sync::Arc;
+
+use ctm_patch_engine::{ApplyOptions, FileChange, Operation, PatchEngine, PatchReport};
+use serde_json::{Map, Value, json};
+
+use crate::args::Args;
+use crate::envelope::{ToolError, ToolSuccess};
+use crate::errors::{join_error, patch_error};
+
+fn summary_line(f: &FileChange) -> String {
+    match f.operation {
+        Operation::Add => format!("A {}", f.path),
+        Operation::Update => format!("M {}", f.path),
+        Operation::Delete => format!("D {}", f.path),
+        Operation::Move => format!(
+            "R {} -> {}",
+            f.path,
+            f.destination.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+fn file_json(f: &FileChange, dry_run: bool) -> Value {
+    let hunks: Vec<Value> = f
+        .hunks
+        .iter()
+        .map(|h| json!({"index": h.index, "matched_with": h.matched_with.as_str(), "start_line": h.start_line}))
+        .collect();
+    let mut v = json!({
+        "operation": f.operation.as_str(),
+        "path": f.path,
+        "destination": f.destination,
+        "lines_added": f.lines_added,
+        "lines_removed": f.lines_removed,
+        "old_sha256": f.old_sha256,
+        "new_sha256": f.new_sha256,
+        "hunks": hunks,
+    });
+    if dry_run {
+        v["would_change"] = json!(f.would_change);
+    } else {
+        v["changed"] = json!(f.would_change);
+    }
+    v
+}
+
+fn render(report: &PatchReport) -> ToolSuccess {
+    let added: usize = report.files.iter().map(|f| f.lines_added).sum();
+    let removed: usize = report.files.iter().map(|f| f.lines_removed).sum();
+    let summary: Vec<String> = report.files.iter().map(summary_line).collect();
+    let fuzzy: Vec<String> = report
+        .files
+        .iter()
+        .flat_map(|f| {
+            f.hunks
+                .iter()
+                .filter(|h| h.matched_with != ctm_patch_engine::Tier::Exact)
+                .map(move |h| {
+                    format!(
+                        "hunk {} of {} matched at line {} ({})",
+                        h.index,
+                        f.path,
+                        h.start_line,
+                        h.matched_with.as_str()
+                    )
+                })
+        })
+        .collect();
+    let head = if report.dry_run {
+        format!(
+            "Dry run: the patch applies cleanly to {} file(s) (+{added} -{removed}); nothing was written.",
+            report.files.len()
+        )
+    } else {
+        format!(
+            "Applied the patch to {} file(s) (+{added} -{removed}).",
+            report.files.len()
+        )
+    };
+    let mut text = format!("{head}\n{}", summary.join("\n"));
+    if !fuzzy.is_empty() {
+        text.push_str("\nNot exact (the file's own text was kept for context lines): ");
+        text.push_str(&fuzzy.join("; "));
+    }
+    let files: Vec<Value> = report
+        .files
+        .iter()
+        .map(|f| file_json(f, report.dry_run))
+        .collect();
+    let mut s = Map::new();
+    s.insert("dry_run".into(), json!(report.dry_run));
+    s.insert("applied".into(), json!(report.applied));
+    s.insert("file_count".into(), json!(report.files.len()));
+    s.insert("lines_added".into(), json!(added));
+    s.insert("lines_removed".into(), json!(removed));
+    s.insert("summary".into(), json!(summary));
+    s.insert("files".into(), Value::Array(files));
+    ToolSuccess {
+        text,
+        structured: s,
+        extra_content: Vec::new(),
+    }
+}
+
+pub async fn apply_patch(engine: &Arc<PatchEngine>, args: &Args) -> Result<ToolSuccess, ToolError> {
+    let patch = args.str("patch").unwrap_or_default().to_owned();
+    let dry_run = args.bool("dry_run");
+    let engine = engine.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        engine.apply(
+            &patch,
+            &ApplyOptions {
+                dry_run,
+                ..Default::default()
+            },
+        )
+    })
+    .await
+    .map_err(|e| join_error(&e))?
+    .map_err(patch_error)?;
+    Ok(render(&report))
+}

@@ -1,0 +1,249 @@
+//! `apply_patch` through the real binary, over stdio and (under load) HTTP.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn patch_call(s: &mut StdioServer, patch: &str, dry_run: bool) -> Value {
+    s.request(&call(
+        1,
+        "apply_patch",
+        json!({"patch": patch, "dry_run": dry_run}),
+    ))["result"]
+        .clone()
+}
+
+#[test]
+fn apply_and_dry_run_report_per_file() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("app.py"), "def main():\n    return 1\n").unwrap();
+    std::fs::write(ws.path().join("old.txt"), "bye\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let patch = "*** Begin Patch\n*** Update File: app.py\n@@ def main():\n-    return 1\n+    return 2\n*** Add File: pkg/new.py\n+x = 1\n*** Delete File: old.txt\n*** End Patch\n";
+    let r = patch_call(&mut s, patch, true);
+    assert_eq!(r["isError"], false, "{r}");
+    let sc = &r["structuredContent"];
+    assert_eq!(
+        (sc["dry_run"].clone(), sc["applied"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(sc["files"][0]["would_change"], true);
+    assert_eq!(
+        sc["summary"],
+        json!(["M app.py", "A pkg/new.py", "D old.txt"])
+    );
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Dry run")
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("app.py")).unwrap(),
+        "def main():\n    return 1\n"
+    );
+    assert!(!ws.path().join("pkg").exists());
+    let r = patch_call(&mut s, patch, false);
+    let sc = &r["structuredContent"];
+    assert_eq!(
+        (
+            sc["applied"].clone(),
+            sc["lines_added"].clone(),
+            sc["lines_removed"].clone()
+        ),
+        (json!(true), json!(2), json!(2))
+    );
+    assert_eq!(
+        sc["files"][0]["new_sha256"],
+        sha256_of(&ws.path().join("app.py"))
+    );
+    assert_eq!(sc["files"][0]["hunks"][0]["matched_with"], "exact");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("app.py")).unwrap(),
+        "def main():\n    return 2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("pkg/new.py")).unwrap(),
+        "x = 1\n"
+    );
+    assert!(!ws.path().join("old.txt").exists());
+}
+
+#[test]
+fn patch_errors_carry_codes_and_repair_data() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("d.txt"), "x = 1\ny\nx = 1\n").unwrap();
+    std::fs::write(
+        ws.path().join("f.rs"),
+        "fn a() {\n    one();\n    two();\n}\n",
+    )
+    .unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let err = |s: &mut StdioServer, patch: &str| {
+        let r = patch_call(s, patch, false);
+        assert_eq!(r["isError"], true, "{r}");
+        r["structuredContent"]["error"].clone()
+    };
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Update File: d.txt\n@@\n-x = 1\n+x = 2\n*** End Patch",
+    );
+    assert_eq!(
+        (
+            e["code"].clone(),
+            e["details"]["match_count"].clone(),
+            e["retryable"].clone()
+        ),
+        (json!("PATCH_CONTEXT_AMBIGUOUS"), json!(2), json!(true))
+    );
+    assert_eq!(e["details"]["lines"], json!([1, 3]));
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Update File: f.rs\n@@\n fn a() {\n-    one();\n-    three();\n+    four();\n*** End Patch",
+    );
+    assert_eq!(e["code"], "PATCH_CONTEXT_NOT_FOUND");
+    assert_eq!(e["details"]["closest"]["line"], 1);
+    assert_eq!(e["details"]["closest"]["actual_line"], "two();");
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Update File: f.rs\n@@\n fn a() {\n-    one();\n+    uno();\n@@\n-fn a() {\n+fn b() {\n*** End Patch",
+    );
+    assert_eq!(
+        (e["code"].clone(), e["retryable"].clone()),
+        (json!("PATCH_HUNKS_OVERLAP"), json!(false))
+    );
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Update File: f.rs\n?? nonsense\n*** End Patch",
+    );
+    assert_eq!(
+        (e["code"].clone(), e["details"]["line"].clone()),
+        (json!("PATCH_FAILED"), json!(3))
+    );
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Add File: d.txt\n+x\n*** End Patch",
+    );
+    assert_eq!(
+        (e["code"].clone(), e["details"]["reason"].clone()),
+        (json!("PATCH_FAILED"), json!("already_exists"))
+    );
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Update File: .git/config\n-[core]\n+[x]\n*** End Patch",
+    );
+    assert_eq!(
+        (e["code"].clone(), e["category"].clone()),
+        (json!("PERMISSION_REQUIRED"), json!("permission"))
+    );
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Add File: /tmp/x.txt\n+x\n*** End Patch",
+    );
+    assert_eq!(e["code"], "ABSOLUTE_PATH_DENIED");
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Add File: ../x.txt\n+x\n*** End Patch",
+    );
+    assert_eq!(e["code"], "PATH_OUTSIDE_WORKSPACE");
+    let e = err(
+        &mut s,
+        "*** Begin Patch\n*** Delete File: nope.txt\n*** End Patch",
+    );
+    assert_eq!(e["code"], "NOT_FOUND");
+    let e = err(&mut s, "*** Begin Patch\n*** End Patch");
+    assert_eq!(e["code"], "PATCH_FAILED");
+    // Every failure above left the files untouched.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("d.txt")).unwrap(),
+        "x = 1\ny\nx = 1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    // Trusted mode may write .git/.
+    let mut t = StdioServer::start(ws.path(), &["--permission-mode", "trusted"]);
+    let r = patch_call(
+        &mut t,
+        "*** Begin Patch\n*** Update File: .git/config\n-[core]\n+[core2]\n*** End Patch",
+        false,
+    );
+    assert_eq!(r["isError"], false, "{r}");
+}
+
+// See: CVE-2025-53109 — a symlinked parent directory must not let a new file land outside.
+#[test]
+fn cve_2025_53109_symlinked_parent_of_a_new_file() {
+    let ws = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("escape")).unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Add File: escape/pwned.txt\n+x\n*** End Patch",
+        false,
+    );
+    assert_eq!(
+        r["structuredContent"]["error"]["code"], "SYMLINK_ESCAPE",
+        "{r}"
+    );
+    assert!(!outside.path().join("pwned.txt").exists());
+}
+
+/// Sixteen HTTP clients patch the same file at once: every patch is applied
+/// (the engine's lock serialises them), or refused with PATCH_CONFLICT; no
+/// accepted update is lost.
+#[test]
+fn sixteen_http_clients_lose_no_update() {
+    let ws = workspace();
+    let lines: String = (0..16).map(|i| format!("slot {i}: 0\n")).collect();
+    std::fs::write(ws.path().join("shared.txt"), &lines).unwrap();
+    let server = HttpServer::start(ws.path(), &[]);
+    let rounds = 10;
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let client = server.client.clone();
+            std::thread::spawn(move || {
+                let (mut applied, mut conflicts) = (0, 0);
+                let mut k = 0;
+                while applied < rounds {
+                    let patch = format!("*** Begin Patch\n*** Update File: shared.txt\n@@\n-slot {i}: {k}\n+slot {i}: {}\n*** End Patch", k + 1);
+                    let r = client.post(&call(i, "apply_patch", json!({"patch": patch})), &[]);
+                    assert_eq!(r.status, 200);
+                    let res = r.json()["result"].clone();
+                    if res["isError"] == false {
+                        applied += 1;
+                        k += 1;
+                    } else {
+                        assert_eq!(res["structuredContent"]["error"]["code"], "PATCH_CONFLICT", "{res}");
+                        conflicts += 1;
+                    }
+                }
+                (applied, conflicts)
+            })
+        })
+        .collect();
+    let results: Vec<(i32, i32)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(results.iter().all(|(a, _)| *a == rounds));
+    let want: String = (0..16).map(|i| format!("slot {i}: {rounds}\n")).collect();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("shared.txt")).unwrap(),
+        want
+    );
+}
