@@ -1,29 +1,48 @@
 //! The exec runtime of coding-tools-mcp: a workspace-owned pool of commands,
 //! with no MCP types.
 //!
-//! What is here today: [`RuntimeDirs`], the private per-process directory that
-//! gives every command its own `HOME`, `TMPDIR` and cache outside the
-//! workspace, removed when the server stops; and [`RetentionBudget`], the
-//! static output-retention budget `server_info` reports; and [`Gates`], the
-//! permission gates of each [`PermissionMode`].
-//!
-//! Spawning, yielding, head+tail output retention, kill escalation, the
-//! permission gates and Landlock confinement arrive with the exec-runtime
-//! issue; until then the server answers the process tools with
-//! `INTERNAL_ERROR` naming that issue.
+//! Commands belong to the [`ExecRuntime`] of the workspace, not to a request
+//! or a client: any caller may poll, feed, page or kill one by its id, and no
+//! transport event ends it. Each runs as `/bin/sh -c` in its own process
+//! group (a session leader under a PTY), with a parent-death signal, an
+//! environment built explicitly ([`build_env`]), `HOME`/`TMPDIR` in the
+//! private [`RuntimeDirs`], and — in safe and trusted mode, where the kernel
+//! offers it — Landlock confinement of writes to the workspace and the
+//! runtime directory. An independent watchdog enforces the timeout; kills
+//! signal the group, escalate to KILL and sweep survivors. stdout and stderr
+//! are kept apart in [`RetainedStream`]s (a frozen head plus a rolling tail,
+//! absolute offsets), so memory stays bounded whatever a command prints.
 //!
 //! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::time::Duration;
+//! use ctm_exec_runtime::*;
 //! let ws = tempfile::tempdir().unwrap();
 //! let base = tempfile::tempdir().unwrap();
-//! let dirs = ctm_exec_runtime::RuntimeDirs::create_in(base.path(), ws.path()).unwrap();
-//! assert!(dirs.home().is_dir());
-//! let root = dirs.root().to_path_buf();
-//! drop(dirs);
-//! assert!(!root.exists());
+//! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
+//! let dirs = RuntimeDirs::create_in(base.path(), ws.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
+//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, budget: RetentionBudget::default() };
+//! let rt = ExecRuntime::new(cfg, workspace, dirs);
+//! let req = ExecRequest { cmd: "echo hello; exit 3".into(), workdir: ".".into(), timeout: Duration::from_secs(10), ..Default::default() };
+//! let snap = rt.exec(req, Duration::from_secs(10), std::future::pending(), 65536).await.unwrap();
+//! assert_eq!((snap.status, snap.exit_code, snap.stdout.text.as_str()), (Status::Exited, Some(3), "hello\n"));
+//! # }
 //! ```
 
+mod buffer;
+mod env;
 mod policy;
+mod pool;
 mod runtime_dirs;
+mod sandbox;
 
-pub use policy::{GateState, Gates, PermissionMode};
+pub use buffer::{RetainedStream, Slice};
+pub use env::{EnvInherit, EnvSpec, build_env, is_sensitive};
+pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
+pub use pool::{
+    Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime, KillOutcome, KillStatus, OutputPage,
+    Snapshot, Status, Stream, WaitEnd,
+};
 pub use runtime_dirs::{RetentionBudget, RuntimeDirError, RuntimeDirs};
+pub use rustix::process::Signal;
+pub use sandbox::{LandlockSupport, support as landlock_support};

@@ -99,3 +99,393 @@ mod tests {
         assert!(!d.secret_env_filter && !d.landlock);
     }
 }
+
+/// A permission a command needs (names match `request_permissions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    /// Network access.
+    Network,
+    /// `` ` ``, `$(`, `${`.
+    ShellExpansion,
+    /// `sh -c`, `python -c`, `node -e`, ...
+    InlineScript,
+    /// `rm -rf`, `git reset --hard`, `sudo`, ...
+    DestructiveCommand,
+    /// Writing outside the workspace and runtime dir.
+    FilesystemEscape,
+    /// A setuid/setgid executable.
+    PrivilegedExecutable,
+    /// A secret-looking or code-loading variable in `env`.
+    SensitiveEnv,
+}
+
+impl Permission {
+    /// Stable name (the `permission` of `request_permissions`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Network => "network",
+            Self::ShellExpansion => "shell_expansion",
+            Self::InlineScript => "inline_script",
+            Self::DestructiveCommand => "destructive_command",
+            Self::FilesystemEscape => "filesystem_escape",
+            Self::PrivilegedExecutable => "privileged_executable",
+            Self::SensitiveEnv => "sensitive_env",
+        }
+    }
+}
+
+/// Why a command was refused: the permission and the words that triggered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The permission it needs.
+    pub permission: Permission,
+    /// What triggered the gate.
+    pub evidence: String,
+}
+
+const NETWORK_TOOLS: [&str; 14] = [
+    "curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sftp", "ftp", "telnet", "socat",
+    "rsync", "aria2c", "http",
+];
+const LITERAL_TOOLS: [&str; 8] = ["echo", "printf", "grep", "rg", "cat", "head", "tail", "wc"];
+const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
+const WRITERS: [&str; 14] = [
+    "cp", "mv", "rm", "touch", "mkdir", "rmdir", "ln", "chmod", "chown", "tee", "truncate", "dd",
+    "tar", "unzip",
+];
+
+/// Splits a command line into simple commands (on `;`, `&`, `|`, newlines)
+/// and each into words, quotes removed. A heuristic, not a shell parser.
+fn simple_commands(cmd: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = cmd.chars().peekable();
+    let flush_word = |words: &mut Vec<String>, word: &mut String, in_word: &mut bool| {
+        if *in_word {
+            words.push(std::mem::take(word));
+            *in_word = false;
+        }
+    };
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    word.push(n);
+                    in_word = true;
+                }
+            }
+            (None, ';' | '&' | '|' | '\n' | '(' | ')') => {
+                flush_word(&mut words, &mut word, &mut in_word);
+                if !words.is_empty() {
+                    out.push(std::mem::take(&mut words));
+                }
+            }
+            (None, c) if c.is_whitespace() => flush_word(&mut words, &mut word, &mut in_word),
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    flush_word(&mut words, &mut word, &mut in_word);
+    if !words.is_empty() {
+        out.push(words);
+    }
+    out
+}
+
+fn is_assignment(w: &str) -> bool {
+    w.split_once('=').is_some_and(|(name, _)| {
+        name.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The executable and its arguments, past `VAR=x` assignments and wrappers
+/// (`env`, `command`, `exec`, `nice`, `nohup`, `stdbuf`, `timeout N`), with
+/// any directory stripped (`/usr/bin/curl` is `curl`).
+fn executable(words: &[String]) -> Option<(String, &[String])> {
+    let mut i = 0;
+    loop {
+        while i < words.len() && is_assignment(&words[i]) {
+            i += 1;
+        }
+        let w = words.get(i)?;
+        let base = w.rsplit('/').next().unwrap_or(w);
+        match base {
+            "env" | "command" | "exec" | "nohup" | "nice" | "stdbuf" | "timeout" => {
+                i += 1;
+                while let Some(a) = words.get(i) {
+                    let numeric =
+                        base == "timeout" && a.chars().next().is_some_and(|c| c.is_ascii_digit());
+                    if a.starts_with('-') || numeric || (base == "env" && is_assignment(a)) {
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            _ => return Some((base.to_owned(), &words[i + 1..])),
+        }
+    }
+}
+
+/// Whether `s` has `$(`, `${` or a backtick outside single quotes.
+fn has_expansion(cmd: &str) -> Option<&'static str> {
+    let mut single = false;
+    let b = cmd.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'\'' => single = !single,
+            b'`' if !single => return Some("`"),
+            b'$' if !single && matches!(b.get(i + 1), Some(b'(') | Some(b'{')) => {
+                return Some(if b[i + 1] == b'(' { "$(" } else { "${" });
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn outside(path: &str, allowed_roots: &[&str]) -> bool {
+    const DEVICES: [&str; 5] = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/stdout",
+    ];
+    if DEVICES.contains(&path) || path.starts_with("/dev/fd/") || path == "/dev/stderr" {
+        return false;
+    }
+    if path.starts_with('~') {
+        return true;
+    }
+    if path.starts_with('/') {
+        return !allowed_roots
+            .iter()
+            .any(|r| std::path::Path::new(path).starts_with(r));
+    }
+    // Relative: `..` that climbs above the working directory.
+    let mut depth: i64 = 0;
+    for part in path.split('/') {
+        match part {
+            ".." => depth -= 1,
+            "" | "." => {}
+            _ => depth += 1,
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// The first gate `cmd` (with caller `env`) would need, checked in a fixed
+/// order, whatever the mode; [`Gates`] decides which are open.
+pub fn classify(cmd: &str, caller_env: &[(&str, &str)], allowed_roots: &[&str]) -> Vec<Refusal> {
+    let mut found = Vec::new();
+    let mut add = |permission, evidence: String| {
+        if !found.iter().any(|r: &Refusal| r.permission == permission) {
+            found.push(Refusal {
+                permission,
+                evidence,
+            });
+        }
+    };
+    for (k, v) in caller_env {
+        if crate::env::is_sensitive(k, v) {
+            add(Permission::SensitiveEnv, format!("env {k}"));
+        }
+    }
+    if let Some(e) = has_expansion(cmd) {
+        add(Permission::ShellExpansion, e.to_owned());
+    }
+    let commands = simple_commands(cmd);
+    let only_literal = commands
+        .iter()
+        .filter_map(|w| executable(w))
+        .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
+    // Redirection targets (`> path`, `>> path`, `2> path`).
+    let words: Vec<&String> = commands.iter().flatten().collect();
+    for (i, w) in words.iter().enumerate() {
+        let target = if let Some(rest) = w
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .strip_prefix('>')
+        {
+            let rest = rest.trim_start_matches('>');
+            if rest.is_empty() {
+                words.get(i + 1).map(|s| s.as_str())
+            } else {
+                Some(rest)
+            }
+        } else {
+            None
+        };
+        if let Some(t) = target
+            && !t.starts_with('&')
+            && outside(t, allowed_roots)
+        {
+            add(Permission::FilesystemEscape, format!("> {t}"));
+        }
+    }
+    for words in &commands {
+        let Some((exe, args)) = executable(words) else {
+            continue;
+        };
+        let arg = |a: &str| args.iter().any(|x| x == a);
+        let flags = |f: char| {
+            args.iter()
+                .any(|x| x.starts_with('-') && !x.starts_with("--") && x.contains(f))
+        };
+        if SHELLS.contains(&exe.as_str())
+            && args
+                .iter()
+                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+        {
+            add(Permission::InlineScript, format!("{exe} -c"));
+        }
+        if exe.starts_with("python") && (arg("-c") || arg("-"))
+            || exe == "node" && (arg("-e") || arg("--eval") || arg("-p") || arg("--print"))
+            || matches!(exe.as_str(), "ruby" | "perl") && (arg("-e") || arg("-E"))
+        {
+            add(Permission::InlineScript, format!("{exe} inline code"));
+        }
+        let destructive = match exe.as_str() {
+            "rm" => flags('r') && flags('f') || arg("--recursive") && arg("--force"),
+            "sudo" | "su" | "doas" | "mkfs" | "mount" | "umount" | "shutdown" | "reboot"
+            | "halt" | "poweroff" => true,
+            e if e.starts_with("mkfs.") => true,
+            "chmod" | "chown" | "chgrp" => flags('R') || arg("--recursive"),
+            "find" => arg("-delete"),
+            "dd" => args.iter().any(|a| a.starts_with("of=/dev/")),
+            "git" => {
+                (arg("reset") && arg("--hard"))
+                    || (arg("clean")
+                        && args
+                            .iter()
+                            .any(|a| a.starts_with('-') && (a.contains('f') || a.contains('x'))))
+                    || (arg("push") && (arg("--force") || arg("-f")))
+            }
+            _ => false,
+        };
+        if destructive {
+            add(Permission::DestructiveCommand, words.join(" "));
+        }
+        if WRITERS.contains(&exe.as_str()) {
+            for a in args.iter().filter(|a| !a.starts_with('-')) {
+                let path = a.strip_prefix("of=").unwrap_or(a);
+                if outside(path, allowed_roots) {
+                    add(Permission::FilesystemEscape, format!("{exe} {path}"));
+                }
+            }
+        }
+        let network = NETWORK_TOOLS.contains(&exe.as_str())
+            || (exe == "git"
+                && ["clone", "fetch", "pull", "push", "ls-remote", "submodule"]
+                    .iter()
+                    .any(|s| arg(s)))
+            || (matches!(exe.as_str(), "pip" | "pip3" | "uv" | "poetry")
+                && (arg("install") || arg("download") || arg("sync") || arg("add")))
+            || (matches!(exe.as_str(), "npm" | "yarn" | "pnpm" | "bun")
+                && ["install", "i", "add", "ci", "update", "publish"]
+                    .iter()
+                    .any(|s| arg(s)))
+            || (matches!(
+                exe.as_str(),
+                "apt" | "apt-get" | "dnf" | "yum" | "apk" | "brew"
+            ) && ["install", "update", "upgrade"].iter().any(|s| arg(s)))
+            || (matches!(exe.as_str(), "cargo")
+                && ["install", "fetch", "update", "publish", "search"]
+                    .iter()
+                    .any(|s| arg(s)))
+            || (exe == "go" && (arg("get") || arg("install") || arg("download")));
+        if network {
+            add(Permission::Network, words.join(" "));
+        }
+    }
+    if !only_literal {
+        for w in cmd.split_whitespace() {
+            if w.contains("http://")
+                || w.contains("https://")
+                || w.contains("socket.")
+                || w.contains("urllib")
+                || w.contains("requests.")
+                || w.contains("http.client")
+            {
+                add(Permission::Network, w.to_owned());
+                break;
+            }
+        }
+    }
+    found
+}
+
+impl Gates {
+    /// Whether `p` is allowed in this mode.
+    pub fn allows(&self, p: Permission) -> bool {
+        let g = match p {
+            Permission::Network => self.network,
+            Permission::ShellExpansion => self.shell_expansion,
+            Permission::InlineScript => self.inline_script,
+            Permission::DestructiveCommand => self.destructive_command,
+            Permission::FilesystemEscape => self.filesystem_escape,
+            Permission::PrivilegedExecutable => self.privileged_executable,
+            Permission::SensitiveEnv => GateState::from_allowed(!self.secret_env_filter),
+        };
+        g == GateState::Allowed
+    }
+}
+
+#[cfg(test)]
+mod classify_tests {
+    use super::*;
+
+    fn perms(cmd: &str) -> Vec<&'static str> {
+        classify(cmd, &[], &["/ws", "/rt"])
+            .iter()
+            .map(|r| r.permission.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn classifier_sees_through_wrappers_and_separators() {
+        assert!(perms("cargo test -q").is_empty());
+        assert!(perms("ls -la && git status").is_empty());
+        assert_eq!(perms("echo hi; curl https://x.example"), ["network"]);
+        assert_eq!(perms("true &&\n/usr/bin/wget x"), ["network"]);
+        assert_eq!(perms("env FOO=1 curl x"), ["network"]);
+        assert_eq!(perms("A=1 B=2 nc host 80"), ["network"]);
+        assert_eq!(perms("git clone x"), ["network"]);
+        assert!(
+            perms("echo https://example.com").is_empty(),
+            "literal text tools may print URLs"
+        );
+        assert_eq!(perms("echo $(whoami)"), ["shell_expansion"]);
+        assert!(perms("echo '$(not expanded)'").is_empty());
+        assert_eq!(perms("bash -c 'ls'"), ["inline_script"]);
+        assert_eq!(perms("python3 -c 'print(1)'"), ["inline_script"]);
+        assert_eq!(perms("node -e 1"), ["inline_script"]);
+        assert_eq!(perms("rm -rf build"), ["destructive_command"]);
+        assert_eq!(perms("git reset --hard HEAD~1"), ["destructive_command"]);
+        assert_eq!(perms("sudo ls"), ["destructive_command"]);
+        assert_eq!(perms("cp a /etc/passwd"), ["filesystem_escape"]);
+        assert_eq!(perms("echo x > /tmp/out"), ["filesystem_escape"]);
+        assert_eq!(perms("echo x >../out"), ["filesystem_escape"]);
+        assert!(perms("echo x > /dev/null 2>&1").is_empty());
+        assert!(perms("cp a /ws/b").is_empty());
+        let env = classify("ls", &[("LD_PRELOAD", "/x.so")], &[]);
+        assert_eq!(env[0].permission, Permission::SensitiveEnv);
+    }
+}

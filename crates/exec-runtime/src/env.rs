@@ -1,0 +1,192 @@
+//! The child environment, built explicitly.
+
+use std::collections::BTreeMap;
+
+/// Which of the server's variables a command starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvInherit {
+    /// `PATH`, locale, `TERM`, `GIT_CONFIG_GLOBAL`.
+    Core,
+    /// Everything (still filtered outside dangerous mode).
+    All,
+    /// Nothing.
+    None,
+}
+
+const LOADER_VARS: [&str; 14] = [
+    "BASH_ENV",
+    "ENV",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "NODE_OPTIONS",
+    "PERL5LIB",
+    "PERL5OPT",
+    "RUBYOPT",
+    "RUBYLIB",
+    "PROMPT_COMMAND",
+    "GIT_EXEC_PATH",
+];
+
+/// A name or value that looks secret, or a variable that loads code.
+pub fn is_sensitive(name: &str, value: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    let secret_name = [
+        "token",
+        "secret",
+        "credential",
+        "password",
+        "passwd",
+        "private",
+        "apikey",
+        "api_key",
+        "api-key",
+    ]
+    .iter()
+    .any(|w| n.contains(w));
+    let loader = LOADER_VARS.contains(&name) || name.starts_with("DYLD_");
+    let v = value.trim_start();
+    let secret_value = v.starts_with("-----BEGIN") && v.contains("PRIVATE KEY")
+        || ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"]
+            .iter()
+            .any(|p| v.starts_with(p))
+        || (v.starts_with("sk-") && v.len() >= 20)
+        || (v.starts_with("AKIA") && v.len() == 20);
+    secret_name || loader || secret_value
+}
+
+fn is_core(name: &str) -> bool {
+    matches!(
+        name,
+        "PATH"
+            | "LANG"
+            | "LANGUAGE"
+            | "TERM"
+            | "TZ"
+            | "GIT_CONFIG_GLOBAL"
+            | "USER"
+            | "LOGNAME"
+            | "SHELL"
+    ) || name.starts_with("LC_")
+}
+
+/// Everything that shapes one command's environment.
+#[derive(Debug, Clone)]
+pub struct EnvSpec<'a> {
+    /// The server's own variables.
+    pub inherited: &'a [(String, String)],
+    /// The base set.
+    pub inherit: EnvInherit,
+    /// Drop secret-looking and loader variables (outside dangerous mode).
+    pub filter_sensitive: bool,
+    /// `HOME`, `TMPDIR`, `XDG_CACHE_HOME` of the runtime directory.
+    pub home: &'a str,
+    /// Runtime temp dir.
+    pub tmp: &'a str,
+    /// Runtime cache dir.
+    pub cache: &'a str,
+    /// Under a PTY (`TERM` stays a real terminal type).
+    pub tty: bool,
+    /// The caller's variables, applied last.
+    pub caller: &'a BTreeMap<String, String>,
+}
+
+/// Builds the environment: base set, filter, runtime dirs, non-interactive
+/// defaults, then the caller's variables.
+pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = spec
+        .inherited
+        .iter()
+        .filter(|(k, _)| match spec.inherit {
+            EnvInherit::All => true,
+            EnvInherit::Core => is_core(k),
+            EnvInherit::None => false,
+        })
+        .filter(|(k, v)| !(spec.filter_sensitive && is_sensitive(k, v)))
+        .cloned()
+        .collect();
+    env.entry("PATH".into())
+        .or_insert_with(|| "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into());
+    env.insert("HOME".into(), spec.home.into());
+    env.insert("TMPDIR".into(), spec.tmp.into());
+    env.insert("XDG_CACHE_HOME".into(), spec.cache.into());
+    for (k, v) in [
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_EDITOR", "true"),
+        ("EDITOR", "true"),
+        ("NO_COLOR", "1"),
+        ("CI", "1"),
+    ] {
+        env.insert(k.into(), v.into());
+    }
+    env.insert(
+        "TERM".into(),
+        if spec.tty { "xterm" } else { "dumb" }.into(),
+    );
+    for (k, v) in spec.caller {
+        if !(spec.filter_sensitive && is_sensitive(k, v)) {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_and_overrides() {
+        let inherited: Vec<(String, String)> = [
+            ("PATH", "/bin"),
+            ("GITHUB_TOKEN", "x"),
+            ("LD_PRELOAD", "/evil.so"),
+            ("LC_ALL", "C.UTF-8"),
+            ("RANDOM_THING", "1"),
+            ("HARMLESS", "ghp_abcdefabcdef"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let caller: BTreeMap<String, String> = [
+            ("PAGER".to_string(), "less".to_string()),
+            ("MY_SECRET".into(), "s".into()),
+        ]
+        .into();
+        let spec = EnvSpec {
+            inherited: &inherited,
+            inherit: EnvInherit::All,
+            filter_sensitive: true,
+            home: "/rt/home",
+            tmp: "/rt/tmp",
+            cache: "/rt/cache",
+            tty: false,
+            caller: &caller,
+        };
+        let env = build_env(&spec);
+        assert_eq!(env["HOME"], "/rt/home");
+        assert_eq!(env["PAGER"], "less", "the caller overrides defaults");
+        assert_eq!(env["GIT_TERMINAL_PROMPT"], "0");
+        assert!(
+            !env.contains_key("GITHUB_TOKEN")
+                && !env.contains_key("LD_PRELOAD")
+                && !env.contains_key("HARMLESS")
+        );
+        assert!(!env.contains_key("MY_SECRET"));
+        assert!(env.contains_key("RANDOM_THING"));
+        let core = build_env(&EnvSpec {
+            inherit: EnvInherit::Core,
+            ..spec.clone()
+        });
+        assert!(!core.contains_key("RANDOM_THING") && core.contains_key("LC_ALL"));
+        let dangerous = build_env(&EnvSpec {
+            filter_sensitive: false,
+            ..spec
+        });
+        assert!(dangerous.contains_key("GITHUB_TOKEN") && dangerous.contains_key("MY_SECRET"));
+    }
+}
