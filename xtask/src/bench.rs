@@ -46,6 +46,39 @@ pub fn run(args: &[String]) -> Result<()> {
     let tree = generate_tree()?;
     file_tools(&binary, &tree, runs)?;
     apply_patch(&binary, runs)?;
+    exec(&binary, runs)?;
+    Ok(())
+}
+
+/// `exec_command true` round trip against spawning `/bin/true`; then the
+/// server's peak RSS while a command prints 50 MB, against its idle RSS.
+fn exec(binary: &Path, runs: usize) -> Result<()> {
+    let ws = tempfile::tempdir()?;
+    let mut client = Client::start(binary, ws.path())?;
+    client.call("exec_command", json!({"cmd": "true"}))?;
+    let (mut a, mut r) = (Vec::new(), Vec::new());
+    for _ in 0..runs * 2 {
+        a.push(client.call("exec_command", json!({"cmd": "true"}))?.0);
+        r.push(timed_command(&mut Command::new("/bin/true"))?.0);
+    }
+    row("exec_command `true` round trip", median(&mut a), "spawn /bin/true", median(&mut r));
+    let pid = client.child.id();
+    let rss = |field: &str| -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let line = status.lines().find(|l| l.starts_with(field)).context("no RSS field")?;
+        Ok(line.split_whitespace().nth(1).context("no value")?.parse::<u64>()?)
+    };
+    let idle = rss("VmRSS:")?;
+    let (d, s) = client.call("exec_command", json!({"cmd": "head -c 52428800 /dev/zero | tr '\\0' 'x'; echo END", "yield_time_ms": 30000, "timeout_ms": 120000}))?;
+    let peak = rss("VmHWM:")?;
+    println!(
+        "| peak server RSS during a 50 MB flood ({:.0} ms, status {}) | {:.1} MiB | idle RSS before | {:.1} MiB | +{:.1} MiB |",
+        d.as_secs_f64() * 1000.0,
+        s["status"],
+        peak as f64 / 1024.0,
+        idle as f64 / 1024.0,
+        (peak.saturating_sub(idle)) as f64 / 1024.0
+    );
     Ok(())
 }
 

@@ -46,6 +46,8 @@ pub struct ToolError {
     pub details: Value,
     /// What to do instead, for the model.
     pub recovery: String,
+    /// Extra top-level fields of `structuredContent` (e.g. `status: "failed"`).
+    pub extra: Map<String, Value>,
 }
 
 impl ToolError {
@@ -59,6 +61,7 @@ impl ToolError {
             recovery:
                 "Fix the arguments to match the tool's inputSchema (tools/list), then call again."
                     .into(),
+            extra: Map::new(),
         }
     }
 }
@@ -94,6 +97,7 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
             let text = error_text(&e);
             let mut structured = Map::new();
             structured.insert("ok".into(), json!(false));
+            structured.extend(e.extra);
             structured.insert(
                 "error".into(),
                 json!({
@@ -176,6 +180,7 @@ mod tests {
             retryable: false,
             details: json!({"command_id": "x"}),
             recovery: "This command_id has expired or never existed.".into(),
+            extra: Map::new(),
         };
         let r = render(Err(e), RenderOptions::default());
         assert_eq!(r["isError"], true);

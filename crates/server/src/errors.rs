@@ -1,6 +1,7 @@
 //! The one table from capability errors to the contract's error codes,
 //! categories, retryability and recovery text.
 
+use ctm_exec_runtime::ExecError;
 use ctm_patch_engine::{PatchError, PlanError};
 use ctm_workspace_fs::FsError;
 use serde_json::json;
@@ -22,6 +23,7 @@ fn err(
         retryable,
         details,
         recovery: recovery.to_owned(),
+        extra: serde_json::Map::new(),
     }
 }
 
@@ -393,4 +395,103 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             "Merge the two hunks into one, or make them cover separate lines.",
         ),
     }
+}
+
+/// Maps an exec-runtime error. Launch and policy failures carry `status: "failed"`.
+pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
+    use Category::*;
+    let msg = e.to_string();
+    let mut out = match e {
+        ExecError::NotFound(id) => err(
+            "COMMAND_NOT_FOUND",
+            NotFound,
+            false,
+            msg,
+            json!({"command_id": id}),
+            "This command_id has expired or never existed; start the command again with exec_command.",
+        ),
+        ExecError::Closed(id) => err(
+            "COMMAND_CLOSED",
+            Validation,
+            false,
+            msg,
+            json!({"command_id": id}),
+            "Poll with empty chars instead; to type into a command, start it with exec_command(tty=true).",
+        ),
+        ExecError::LimitReached { active, max } => err(
+            "COMMAND_LIMIT_REACHED",
+            Runtime,
+            true,
+            msg,
+            json!({"active": active, "max_active_commands": max}),
+            "Wait for a running command to finish, or stop one with kill_command, then call again.",
+        ),
+        ExecError::Permission(r) => {
+            let grant = match r.permission.as_str() {
+                "network" => "restart the server with --allow-network or --permission-mode trusted",
+                "shell_expansion" | "inline_script" => {
+                    "restart the server with --permission-mode trusted"
+                }
+                _ => "restart the server with --permission-mode dangerous",
+            };
+            err(
+                "PERMISSION_REQUIRED",
+                Permission,
+                false,
+                msg,
+                json!({
+                    "permission": r.permission.as_str(),
+                    "evidence": r.evidence,
+                    "permission_mode": config.permission_mode.as_str(),
+                    "how_to_grant": grant,
+                    "permission_request": {"tool_name": "exec_command", "permission": r.permission.as_str(), "status": "required"},
+                }),
+                &format!(
+                    "The {} gate is closed in {} mode: {grant}, or do the work without it (e.g. write a script file with apply_patch and run it).",
+                    r.permission.as_str(),
+                    config.permission_mode.as_str()
+                ),
+            )
+        }
+        ExecError::Workdir(fs) => fs_error(fs),
+        ExecError::Spawn(why) => err(
+            "INTERNAL_ERROR",
+            Runtime,
+            false,
+            msg,
+            json!({"reason": "spawn_failed", "error": why}),
+            "The command could not be started; check that /bin/sh exists and the workdir is usable.",
+        ),
+        ExecError::RuntimeDir(why) => err(
+            "RUNTIME_DIR_UNWRITABLE",
+            Runtime,
+            false,
+            msg,
+            json!({"error": why}),
+            "The server could not create its private runtime directory (TMPDIR); the operator must fix it.",
+        ),
+        ExecError::InvalidRef(r) => err(
+            "INVALID_ARGUMENT",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "invalid_output_ref", "output_ref": r}),
+            "Use an output_ref from a command result, e.g. command:<id>:stdout.",
+        ),
+    };
+    if matches!(
+        out.code,
+        "PERMISSION_REQUIRED"
+            | "RUNTIME_DIR_UNWRITABLE"
+            | "INTERNAL_ERROR"
+            | "NOT_FOUND"
+            | "NOT_A_DIRECTORY"
+            | "PATH_OUTSIDE_WORKSPACE"
+            | "ABSOLUTE_PATH_DENIED"
+            | "SYMLINK_ESCAPE"
+            | "COMMAND_LIMIT_REACHED"
+    ) {
+        out.extra.insert("status".into(), json!("failed"));
+    }
+    out
 }

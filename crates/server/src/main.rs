@@ -64,10 +64,13 @@ fn main() -> ExitCode {
         }
     };
     let server = Arc::new(Server::new(config, workspace, trace));
-    let result = runtime.block_on(run(server));
+    let result = runtime.block_on(run(server.clone()));
+    // Commands end with the server: kill every running group.
+    server.exec.shutdown();
     // Dropping the runtime first lets in-flight tasks release their Server handle,
     // so the runtime directories are removed.
     drop(runtime);
+    drop(server);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctm_exec_runtime::{Gates, RuntimeDirs};
+use ctm_exec_runtime::{EnvInherit, ExecConfig, ExecRuntime, Gates, RuntimeDirs};
 use ctm_patch_engine::PatchEngine;
 use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
@@ -13,7 +13,7 @@ use ctm_workspace_fs::{ProjectContext, Workspace, project_context};
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, ToolSpec};
-use crate::cli::{Config, PermissionMode};
+use crate::cli::{Config, PermissionMode, ShellEnvInherit};
 use crate::envelope::{RenderOptions, ToolError, render};
 use crate::limits::Limits;
 use crate::trace::{Trace, redact};
@@ -24,14 +24,17 @@ pub struct Server {
     pub config: Config,
     pub workspace: Workspace,
     pub patch: Arc<PatchEngine>,
-    pub runtime_dirs: Result<RuntimeDirs, String>,
+    pub runtime_dirs: Result<Arc<RuntimeDirs>, String>,
+    pub exec: ExecRuntime,
     pub limits: Limits,
     pub trace: Trace,
 }
 
 impl Server {
     pub fn new(config: Config, workspace: Workspace, trace: Trace) -> Self {
-        let runtime_dirs = RuntimeDirs::create(workspace.root()).map_err(|e| e.to_string());
+        let runtime_dirs = RuntimeDirs::create(workspace.root())
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
         if let Err(e) = &runtime_dirs {
             tracing::warn!("{e}");
         }
@@ -39,10 +42,24 @@ impl Server {
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(PatchEngine::new(workspace.clone(), protect_git));
+        let exec = ExecRuntime::new(
+            ExecConfig {
+                gates: gates_for(&config),
+                inherit: match config.shell_env_inherit {
+                    ShellEnvInherit::Core => EnvInherit::Core,
+                    ShellEnvInherit::All => EnvInherit::All,
+                    ShellEnvInherit::None => EnvInherit::None,
+                },
+                budget: limits.retention,
+            },
+            workspace.clone(),
+            runtime_dirs.clone(),
+        );
         Self {
             config,
             workspace,
             patch,
+            exec,
             runtime_dirs,
             limits,
             trace,
@@ -50,12 +67,7 @@ impl Server {
     }
 
     pub fn gates(&self) -> Gates {
-        let mode = match self.config.permission_mode {
-            PermissionMode::Safe => ctm_exec_runtime::PermissionMode::Safe,
-            PermissionMode::Trusted => ctm_exec_runtime::PermissionMode::Trusted,
-            PermissionMode::Dangerous => ctm_exec_runtime::PermissionMode::Dangerous,
-        };
-        Gates::for_mode(mode, self.config.allow_network)
+        gates_for(&self.config)
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &'static ToolSpec> {
@@ -230,6 +242,15 @@ impl Server {
         }
         self.trace.event("tool_call", f);
     }
+}
+
+fn gates_for(config: &Config) -> Gates {
+    let mode = match config.permission_mode {
+        PermissionMode::Safe => ctm_exec_runtime::PermissionMode::Safe,
+        PermissionMode::Trusted => ctm_exec_runtime::PermissionMode::Trusted,
+        PermissionMode::Dangerous => ctm_exec_runtime::PermissionMode::Dangerous,
+    };
+    Gates::for_mode(mode, config.allow_network)
 }
 
 fn era_name(era: Era) -> &'static str {

@@ -1,5 +1,6 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
+mod exec;
 mod files;
 mod patch;
 mod request_permissions;
@@ -20,7 +21,7 @@ pub async fn run(
     server: &Server,
     spec: &'static ToolSpec,
     args: Map<String, Value>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
     let ws = &server.workspace;
     let a = Args::new(spec, args);
@@ -33,6 +34,11 @@ pub async fn run(
         "search_text" => files::search_text(ws, &a).await,
         "view_image" => files::view_image(ws, &a).await,
         "apply_patch" => patch::apply_patch(&server.patch, &a).await,
+        "exec_command" => exec::exec_command(server, &a, ctx).await,
+        "write_stdin" => exec::write_stdin(server, &a, ctx).await,
+        "kill_command" => exec::kill_command(server, &a, ctx).await,
+        "read_output" => exec::read_output(server, &a).await,
+        "check_exec_environment" => Ok(exec::check_exec_environment(server)),
         other => Err(not_built(other)),
     }
 }
@@ -54,5 +60,6 @@ fn not_built(tool: &str) -> ToolError {
         retryable: false,
         details: json!({ "tool": tool, "reason": "not_built", "issue": issue }),
         recovery: "This tool cannot succeed in this build; use another tool (server_info lists what works) or a newer build.".into(),
+        extra: Map::new(),
     }
 }

@@ -43,6 +43,7 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
             recovery: format!(
                 "Ask the operator to {grant}, or choose an approach that does not need {permission}."
             ),
+            extra: Map::new(),
         });
     }
     let mut s = Map::new();

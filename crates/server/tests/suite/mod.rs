@@ -1,4 +1,5 @@
 mod cli;
+mod exec;
 mod files;
 mod harness;
 mod http;

@@ -1,0 +1,306 @@
+//! The process tools through the real binary: yield, poll, budgets,
+//! cancellation, kill, paging, PTY, and that a long call blocks nothing.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+fn sc(r: &Value) -> Value {
+    r["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn exec_poll_and_exit() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "echo out; echo err >&2; exit 3"}),
+    ));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.starts_with("Status: exited | exit code 3"), "{text}");
+    let v = sc(&r);
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["exit_code"].clone(),
+            v["stdout"].clone(),
+            v["stderr"].clone()
+        ),
+        (json!("exited"), json!(3), json!("out\n"), json!("err\n"))
+    );
+    let r = s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "for i in 1 2 3; do echo $i; sleep 0.4; done", "yield_time_ms": 100.0}),
+    ));
+    let v = sc(&r);
+    assert_eq!(v["status"], "running");
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        v["next_action"],
+        json!({"tool": "write_stdin", "arguments": {"command_id": id, "chars": "", "yield_time_ms": 100}})
+    );
+    let mut out = v["stdout"].as_str().unwrap().to_owned();
+    loop {
+        let v = sc(&s.request(&call(
+            3,
+            "write_stdin",
+            json!({"command_id": id, "chars": "", "yield_time_ms": 5000}),
+        )));
+        out.push_str(v["stdout"].as_str().unwrap());
+        if v["status"] != "running" {
+            assert_eq!(v["exit_code"], 0);
+            break;
+        }
+    }
+    assert_eq!(out, "1\n2\n3\n");
+    // A poll of the finished command still answers; unknown ids do not.
+    let v = sc(&s.request(&call(4, "write_stdin", json!({"command_id": id}))));
+    assert_eq!(v["status"], "exited");
+    let v = sc(&s.request(&call(5, "write_stdin", json!({"command_id": "nope"}))));
+    assert_eq!(v["error"]["code"], "COMMAND_NOT_FOUND");
+    let v = sc(&s.request(&call(6, "kill_command", json!({"command_id": "nope"}))));
+    assert_eq!(
+        (v["error"]["code"].clone(), v["status"].clone()),
+        (json!("COMMAND_NOT_FOUND"), json!("not_found"))
+    );
+}
+
+#[test]
+fn a_long_call_does_not_block_ping() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    s.send(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "sleep 3", "yield_time_ms": 10000}),
+    ));
+    let t = Instant::now();
+    let r = s.request(&json!({"jsonrpc":"2.0","id":"p","method":"ping"}));
+    assert_eq!(r["id"], "p", "the ping was answered after the long call");
+    assert!(t.elapsed() < Duration::from_secs(2));
+    let r = s.recv();
+    assert_eq!(r["id"], 1);
+}
+
+#[test]
+fn cancellation_ends_the_wait_at_once_and_the_command_lives() {
+    let ws = workspace();
+    let mut s = StdioServer::start_with(
+        command(ws.path(), &["--stdio"]).env("CODING_TOOLS_MCP_TRACE", "1"),
+    );
+    s.send(&call(
+        7,
+        "exec_command",
+        json!({"cmd": "sleep 30", "yield_time_ms": 30000}),
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    s.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}));
+    // The next answer is the ping's: the cancelled request gets none.
+    let r = s.request(&json!({"jsonrpc":"2.0","id":8,"method":"ping"}));
+    assert_eq!(r["id"], 8);
+    let mut duration = None;
+    while duration.is_none() {
+        let line = s.stderr.next().expect("trace");
+        if line.contains("\"event\":\"tool_call\"") && line.contains("exec_command") {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            duration = v["duration_ms"].as_u64();
+        }
+    }
+    let d = duration.unwrap();
+    // Cancelled at ~500 ms: the 30 s yield must end then, not at its deadline.
+    // (No tight wall-clock bound here: the machine is shared; the bench measures it.)
+    assert!(
+        d < 5_000,
+        "the 30 s yield ended {d} ms after start (cancelled at ~500 ms)"
+    );
+    eprintln!("cancel-to-answer: the yield ended {d} ms after start, cancelled at ~500 ms");
+    let r = s.request(&call(
+        9,
+        "exec_command",
+        json!({"cmd": "pgrep -x sleep >/dev/null && echo alive"}),
+    ));
+    assert_eq!(
+        sc(&r)["stdout"],
+        "alive\n",
+        "the command must outlive its cancelled request"
+    );
+}
+
+#[test]
+fn budget_header_cuts_the_wait() {
+    let ws = workspace();
+    let server = HttpServer::start(ws.path(), &[]);
+    let t = Instant::now();
+    let r = server.post(
+        &call(
+            1,
+            "exec_command",
+            json!({"cmd": "sleep 5", "yield_time_ms": 30000}),
+        ),
+        &[("X-Coding-Tools-Budget-Secs", "1")],
+    );
+    let took = t.elapsed();
+    let v = r.json()["result"]["structuredContent"].clone();
+    assert_eq!(v["status"], "running");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(v["wait"]["cut_by_budget"], true);
+    assert_eq!(v["wait"]["budget_source"], "request_header");
+    assert_eq!(v["wait"]["effective_wait_ms"], 1000);
+    let text = r.json()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("X-Coding-Tools-Budget-Secs"), "{text}");
+}
+
+#[test]
+fn output_is_bounded_and_paged_with_read_output() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "seq 1 20000", "max_output_bytes": 1000}),
+    ));
+    let v = sc(&r);
+    assert_eq!(v["stdout_truncated"], true);
+    let stdout = v["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("1\n2\n3\n") && stdout.ends_with("19999\n20000\n"),
+        "both ends kept"
+    );
+    let action = v["next_action"].clone();
+    assert_eq!(action["tool"], "read_output");
+    let mut offset = action["arguments"]["offset"].as_u64().unwrap();
+    let oref = action["arguments"]["output_ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut paged = String::new();
+    let mut pages = 0;
+    loop {
+        let p = sc(&s.request(&call(
+            2,
+            "read_output",
+            json!({"output_ref": oref, "offset": offset, "limit": 20000}),
+        )));
+        paged.push_str(p["content"].as_str().unwrap());
+        pages += 1;
+        match p["next_offset"].as_u64() {
+            Some(n) => offset = n,
+            None => break,
+        }
+    }
+    assert!(pages > 1);
+    assert!(paged.ends_with("20000\n"));
+    let e = sc(&s.request(&call(
+        3,
+        "read_output",
+        json!({"output_ref": oref, "stream": "stderr"}),
+    )));
+    assert_eq!(e["error"]["code"], "INVALID_ARGUMENT");
+    let e = sc(&s.request(&call(4, "read_output", json!({"output_ref": "bogus"}))));
+    assert_eq!(e["error"]["code"], "INVALID_ARGUMENT");
+}
+
+#[test]
+fn pty_and_kill_through_the_tools() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &["--permission-mode", "trusted"]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "sh", "tty": true, "yield_time_ms": 300}),
+    )));
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    let v = sc(&s.request(&call(
+        2,
+        "write_stdin",
+        json!({"command_id": id, "chars": "echo $((6*7))\n", "yield_time_ms": 5000}),
+    )));
+    assert!(v["stdout"].as_str().unwrap().contains("42"), "{v}");
+    let v = sc(&s.request(&call(
+        3,
+        "kill_command",
+        json!({"command_id": id, "signal": "KILL"}),
+    )));
+    assert_eq!(
+        (v["status"].clone(), v["signals_sent"].clone()),
+        (json!("killed"), json!(["SIGKILL"]))
+    );
+    let v = sc(&s.request(&call(
+        4,
+        "exec_command",
+        json!({"cmd": "trap '' TERM; sleep 30", "yield_time_ms": 200}),
+    )));
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    let v = sc(&s.request(&call(
+        5,
+        "kill_command",
+        json!({"command_id": id, "wait_ms": 300}),
+    )));
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["signals_sent"].clone(),
+            v["signal"].clone()
+        ),
+        (
+            json!("killed"),
+            json!(["SIGTERM", "SIGKILL"]),
+            json!("SIGKILL")
+        )
+    );
+}
+
+#[test]
+fn policy_refusals_are_failed_launches() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "curl https://example.com"}),
+    )));
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["error"]["code"].clone(),
+            v["error"]["details"]["permission"].clone()
+        ),
+        (
+            json!("failed"),
+            json!("PERMISSION_REQUIRED"),
+            json!("network")
+        )
+    );
+    let v = sc(&s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "ls", "workdir": "../"}),
+    )));
+    assert_eq!(v["error"]["code"], "PATH_OUTSIDE_WORKSPACE");
+    let v = sc(&s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "ls", "workdir": "a", "cwd": "b"}),
+    )));
+    assert_eq!(v["error"]["code"], "INVALID_ARGUMENT");
+    let mut n = StdioServer::start(ws.path(), &["--allow-network"]);
+    let v = sc(&n.request(&call(1, "check_exec_environment", json!({}))));
+    assert_eq!(
+        (
+            v["gates"]["network"].clone(),
+            v["gates"]["shell_expansion"].clone()
+        ),
+        (json!("allowed"), json!("blocked"))
+    );
+}
