@@ -61,12 +61,24 @@ fn exec(binary: &Path, runs: usize) -> Result<()> {
         a.push(client.call("exec_command", json!({"cmd": "true"}))?.0);
         r.push(timed_command(&mut Command::new("/bin/true"))?.0);
     }
-    row("exec_command `true` round trip", median(&mut a), "spawn /bin/true", median(&mut r));
+    row(
+        "exec_command `true` round trip",
+        median(&mut a),
+        "spawn /bin/true",
+        median(&mut r),
+    );
     let pid = client.child.id();
     let rss = |field: &str| -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let line = status.lines().find(|l| l.starts_with(field)).context("no RSS field")?;
-        Ok(line.split_whitespace().nth(1).context("no value")?.parse::<u64>()?)
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .context("no RSS field")?;
+        Ok(line
+            .split_whitespace()
+            .nth(1)
+            .context("no value")?
+            .parse::<u64>()?)
     };
     let idle = rss("VmRSS:")?;
     let (d, s) = client.call("exec_command", json!({"cmd": "head -c 52428800 /dev/zero | tr '\\0' 'x'; echo END", "yield_time_ms": 30000, "timeout_ms": 120000}))?;

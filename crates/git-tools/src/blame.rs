@@ -1,0 +1,140 @@
+//! `git_blame`: per-line attribution of a committed file.
+
+use gix::bstr::ByteSlice;
+
+use crate::error::GitError;
+use crate::repo::GitRepo;
+
+/// One attributed line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlameLine {
+    /// Line number in the file at the blamed revision (1-based).
+    pub line: u32,
+    /// Line number in the commit that introduced it.
+    pub original_line: u32,
+    /// The commit.
+    pub commit: String,
+    /// Author name.
+    pub author: String,
+    /// Author email.
+    pub author_email: String,
+    /// Author time (seconds since the epoch).
+    pub author_time: i64,
+    /// Subject of the commit.
+    pub summary: String,
+    /// The line's text.
+    pub content: String,
+}
+
+/// A blame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlameOutcome {
+    /// The lines, in order.
+    pub lines: Vec<BlameLine>,
+    /// Lines in the file.
+    pub total_lines: u32,
+    /// More lines follow the returned range.
+    pub has_more: bool,
+}
+
+impl GitRepo {
+    /// Blames `path` at `rev` for lines `start..=end` (1-based), at most `max_lines`.
+    pub fn blame(
+        &self,
+        path: &str,
+        rev: &str,
+        start: u32,
+        end: Option<u32>,
+        max_lines: u32,
+    ) -> Result<BlameOutcome, GitError> {
+        let repo = self.local();
+        let id = self.commit_id(&repo, rev)?;
+        let content = self.file_at(rev, path)?;
+        if content[..content.len().min(8000)].contains(&0) {
+            return Err(GitError::Binary(path.to_owned()));
+        }
+        let total = u32::try_from(content.lines_with_terminator().count()).unwrap_or(u32::MAX);
+        if total == 0 {
+            return Ok(BlameOutcome {
+                lines: Vec::new(),
+                total_lines: 0,
+                has_more: false,
+            });
+        }
+        let start = start.max(1);
+        if start > total {
+            return Ok(BlameOutcome {
+                lines: Vec::new(),
+                total_lines: total,
+                has_more: false,
+            });
+        }
+        let last = end
+            .unwrap_or(total)
+            .min(total)
+            .min(start.saturating_add(max_lines.max(1) - 1));
+        let rp = self.repo_path(path)?;
+        let ranges = gix::blame::BlameRanges::from_one_based_inclusive_range(start..=last)
+            .map_err(GitError::git)?;
+        let outcome = repo
+            .blame_file(
+                rp.as_bytes().as_bstr(),
+                id,
+                gix::repository::blame_file::Options {
+                    ranges,
+                    rewrites: Some(Default::default()),
+                    ..Default::default()
+                },
+            )
+            .map_err(GitError::git)?;
+        let mut lines = Vec::new();
+        let mut cache: std::collections::HashMap<gix::ObjectId, (String, String, i64, String)> =
+            Default::default();
+        for (entry, entry_lines) in outcome.entries_with_lines() {
+            let meta = match cache.get(&entry.commit_id) {
+                Some(m) => m.clone(),
+                None => {
+                    let c = repo.find_commit(entry.commit_id).map_err(GitError::git)?;
+                    let a = c.author().map_err(GitError::git)?;
+                    let summary = c
+                        .message_raw_sloppy()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_str_lossy()
+                        .into_owned();
+                    let m = (
+                        a.name.to_str_lossy().into_owned(),
+                        a.email.to_str_lossy().into_owned(),
+                        a.time().map(|t| t.seconds).unwrap_or(0),
+                        summary,
+                    );
+                    cache.insert(entry.commit_id, m.clone());
+                    m
+                }
+            };
+            for (k, text) in entry_lines.iter().enumerate() {
+                let k = u32::try_from(k).unwrap_or(u32::MAX);
+                lines.push(BlameLine {
+                    line: entry.start_in_blamed_file + k + 1,
+                    original_line: entry.start_in_source_file + k + 1,
+                    commit: entry.commit_id.to_string(),
+                    author: meta.0.clone(),
+                    author_email: meta.1.clone(),
+                    author_time: meta.2,
+                    summary: meta.3.clone(),
+                    content: text
+                        .to_str_lossy()
+                        .trim_end_matches(['\n', '\r'])
+                        .to_owned(),
+                });
+            }
+        }
+        lines.sort_by_key(|l| l.line);
+        Ok(BlameOutcome {
+            has_more: last < total,
+            lines,
+            total_lines: total,
+        })
+    }
+}

@@ -1,0 +1,712 @@
+//! Unified diffs in git's format: headers, hunk ranges, function context,
+//! "\ No newline at end of file", binary detection, path quoting. gix gives
+//! hunks; the patch text is ours, in this module.
+
+use gix::bstr::ByteSlice;
+use gix::diff::blob::unified_diff::{ConsumeHunk, ContextSize, DiffLineKind, HunkHeader};
+use gix::diff::blob::{
+    Algorithm, InternedInput, UnifiedDiff, diff_with_slider_heuristics, sources::byte_lines,
+};
+
+use crate::error::GitError;
+use crate::log::commit_info;
+use crate::repo::GitRepo;
+
+/// Bytes git inspects for NUL to call content binary.
+const BINARY_PROBE: usize = 8000;
+
+/// Diff options.
+#[derive(Debug, Clone, Copy)]
+pub struct DiffOptions {
+    /// Context lines per hunk.
+    pub context_lines: u32,
+    /// Most bytes of patch text.
+    pub max_bytes: usize,
+}
+
+/// One file of a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    /// Workspace-relative path (destination of a rename).
+    pub path: String,
+    /// Source of a rename.
+    pub old_path: Option<String>,
+    /// `A`, `M`, `D`, `R`, `T`.
+    pub status: char,
+    /// Binary content.
+    pub binary: bool,
+    /// Lines added.
+    pub added: usize,
+    /// Lines removed.
+    pub removed: usize,
+    /// Whether its patch text is in `DiffOutcome::text`.
+    pub included: bool,
+}
+
+/// A diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffOutcome {
+    /// The patch text (whole files only, unless one file alone is too large).
+    pub text: String,
+    /// Every changed file, included or not.
+    pub files: Vec<FileDiff>,
+    /// `max_bytes` left files (or the end of one) out.
+    pub truncated: bool,
+}
+
+/// One side of a file change.
+#[derive(Clone)]
+pub(crate) struct Side {
+    pub(crate) path: String,
+    pub(crate) data: Vec<u8>,
+    pub(crate) mode: u32,
+    pub(crate) id: gix::ObjectId,
+}
+
+fn quote(prefix: &str, path: &str) -> String {
+    let full = format!("{prefix}{path}");
+    if full
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        return full;
+    }
+    let mut out = String::from("\"");
+    for b in full.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            0x20..=0x7e => out.push(b as char),
+            other => out.push_str(&format!("\\{other:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn is_binary(data: &[u8]) -> bool {
+    data[..data.len().min(BINARY_PROBE)].contains(&0)
+}
+
+/// git's default funcname rule: the nearest earlier line that starts with a
+/// letter, `_` or `$`, trailing whitespace removed, at most 80 bytes.
+fn funcname(lines: &[&[u8]], before: usize) -> Option<String> {
+    lines[..before.min(lines.len())].iter().rev().find_map(|l| {
+        let first = *l.first()?;
+        if first.is_ascii_alphabetic() || first == b'_' || first == b'$' {
+            let trimmed = l.trim_end();
+            let cut = &trimmed[..trimmed.len().min(80)];
+            Some(String::from_utf8_lossy(cut).into_owned())
+        } else {
+            None
+        }
+    })
+}
+
+struct Hunks<'a> {
+    out: String,
+    old_lines: Vec<&'a [u8]>,
+    added: usize,
+    removed: usize,
+}
+
+impl ConsumeHunk for Hunks<'_> {
+    type Out = (String, usize, usize);
+
+    fn consume_hunk(
+        &mut self,
+        h: HunkHeader,
+        lines: &[(DiffLineKind, &[u8])],
+    ) -> std::io::Result<()> {
+        // git names an empty side by the line before it (0 at the top).
+        let range = |start: u32, len: u32| match len {
+            1 => format!("{start}"),
+            0 => format!("{},0", start.saturating_sub(1)),
+            n => format!("{start},{n}"),
+        };
+        let (old_start, new_start) = (h.before_hunk_start, h.after_hunk_start);
+        let func = funcname(
+            &self.old_lines,
+            h.before_hunk_start.saturating_sub(1) as usize,
+        )
+        .map(|f| format!(" {f}"))
+        .unwrap_or_default();
+        self.out.push_str(&format!(
+            "@@ -{} +{} @@{func}\n",
+            range(old_start, h.before_hunk_len),
+            range(new_start, h.after_hunk_len)
+        ));
+        for (kind, text) in lines {
+            let (prefix, count) = match kind {
+                DiffLineKind::Context => (' ', None),
+                DiffLineKind::Add => ('+', Some(true)),
+                DiffLineKind::Remove => ('-', Some(false)),
+            };
+            match count {
+                Some(true) => self.added += 1,
+                Some(false) => self.removed += 1,
+                None => {}
+            }
+            self.out.push(prefix);
+            self.out.push_str(&String::from_utf8_lossy(text));
+            if !text.ends_with(b"\n") {
+                self.out.push_str("\n\\ No newline at end of file\n");
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Self::Out {
+        (self.out, self.added, self.removed)
+    }
+}
+
+fn abbrev(repo: &gix::Repository, id: &gix::ObjectId) -> String {
+    if id.is_null() {
+        return "0".repeat(7);
+    }
+    repo.find_object(*id)
+        .ok()
+        .map(|o| o.id().shorten_or_id().to_string())
+        .unwrap_or_else(|| id.to_hex_with_len(7).to_string())
+}
+
+/// Renders one file in git's patch format.
+pub(crate) fn render_file(
+    repo: &gix::Repository,
+    old: Option<&Side>,
+    new: Option<&Side>,
+    ctx: u32,
+    similarity: Option<u8>,
+) -> (String, FileDiff) {
+    let old_path = old.or(new).map(|s| s.path.clone()).unwrap_or_default();
+    let new_path = new.or(old).map(|s| s.path.clone()).unwrap_or_default();
+    let mut out = format!(
+        "diff --git {} {}\n",
+        quote("a/", &old_path),
+        quote("b/", &new_path)
+    );
+    let null = gix::ObjectId::null(gix::hash::Kind::Sha1);
+    let (old_id, new_id) = (old.map_or(null, |s| s.id), new.map_or(null, |s| s.id));
+    let renamed = old_path != new_path;
+    let status;
+    match (old, new) {
+        (None, Some(n)) => {
+            status = 'A';
+            out.push_str(&format!("new file mode {:o}\n", n.mode));
+            out.push_str(&format!(
+                "index {}..{}\n",
+                abbrev(repo, &old_id),
+                abbrev(repo, &new_id)
+            ));
+        }
+        (Some(o), None) => {
+            status = 'D';
+            out.push_str(&format!("deleted file mode {:o}\n", o.mode));
+            out.push_str(&format!(
+                "index {}..{}\n",
+                abbrev(repo, &old_id),
+                abbrev(repo, &new_id)
+            ));
+        }
+        (Some(o), Some(n)) => {
+            status = if renamed {
+                'R'
+            } else if (o.mode & 0o170000) != (n.mode & 0o170000) {
+                'T'
+            } else {
+                'M'
+            };
+            if o.mode != n.mode {
+                out.push_str(&format!("old mode {:o}\nnew mode {:o}\n", o.mode, n.mode));
+            }
+            if renamed {
+                out.push_str(&format!(
+                    "similarity index {}%\nrename from {}\nrename to {}\n",
+                    similarity.unwrap_or(100),
+                    quote("", &old_path),
+                    quote("", &new_path)
+                ));
+            }
+            if o.data != n.data || o.id != n.id {
+                if o.mode == n.mode {
+                    out.push_str(&format!(
+                        "index {}..{} {:o}\n",
+                        abbrev(repo, &old_id),
+                        abbrev(repo, &new_id),
+                        o.mode
+                    ));
+                } else {
+                    out.push_str(&format!(
+                        "index {}..{}\n",
+                        abbrev(repo, &old_id),
+                        abbrev(repo, &new_id)
+                    ));
+                }
+            }
+        }
+        (None, None) => status = 'M',
+    }
+    let old_data = old.map_or(&[][..], |s| &s.data[..]);
+    let new_data = new.map_or(&[][..], |s| &s.data[..]);
+    let mut file = FileDiff {
+        path: new_path.clone(),
+        old_path: renamed.then(|| old_path.clone()),
+        status,
+        binary: false,
+        added: 0,
+        removed: 0,
+        included: true,
+    };
+    if old.is_some() && new.is_some() && old_data == new_data {
+        return (out, file);
+    }
+    let a = if old.is_some() {
+        quote("a/", &old_path)
+    } else {
+        "/dev/null".into()
+    };
+    let b = if new.is_some() {
+        quote("b/", &new_path)
+    } else {
+        "/dev/null".into()
+    };
+    if is_binary(old_data) || is_binary(new_data) {
+        file.binary = true;
+        out.push_str(&format!("Binary files {a} and {b} differ\n"));
+        return (out, file);
+    }
+    out.push_str(&format!("--- {a}\n+++ {b}\n"));
+    let input = InternedInput::new(byte_lines(old_data), byte_lines(new_data));
+    let diff = diff_with_slider_heuristics(Algorithm::Myers, &input);
+    let sink = Hunks {
+        out: String::new(),
+        old_lines: byte_lines(old_data).collect(),
+        added: 0,
+        removed: 0,
+    };
+    if let Ok((text, added, removed)) =
+        UnifiedDiff::new(&diff, &input, sink, ContextSize::symmetrical(ctx)).consume()
+    {
+        out.push_str(&text);
+        file.added = added;
+        file.removed = removed;
+    }
+    (out, file)
+}
+
+/// Joins per-file patches within `max_bytes`, at file boundaries.
+fn assemble(parts: Vec<(String, FileDiff)>, max_bytes: usize) -> DiffOutcome {
+    let mut text = String::new();
+    let mut files = Vec::new();
+    let mut truncated = false;
+    for (patch, mut f) in parts {
+        if truncated {
+            f.included = false;
+        } else if text.len() + patch.len() <= max_bytes {
+            text.push_str(&patch);
+        } else {
+            truncated = true;
+            if text.is_empty() {
+                // One file alone is too large: its first lines, cut at a line boundary.
+                let mut cut = max_bytes.min(patch.len());
+                while !patch.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let end = patch[..cut].rfind('\n').map_or(0, |i| i + 1);
+                text.push_str(&patch[..end]);
+            } else {
+                f.included = false;
+            }
+        }
+        files.push(f);
+    }
+    DiffOutcome {
+        text,
+        files,
+        truncated,
+    }
+}
+
+fn blob(repo: &gix::Repository, id: gix::ObjectId) -> Vec<u8> {
+    repo.find_blob(id)
+        .map(|b| b.data.clone())
+        .unwrap_or_default()
+}
+
+impl GitRepo {
+    fn in_scope(&self, repo_path: &[u8], filters: &[String]) -> Option<String> {
+        let ws = self.ws_path(repo_path)?;
+        if filters.is_empty()
+            || filters
+                .iter()
+                .any(|f| f.is_empty() || ws == *f || ws.starts_with(&format!("{f}/")))
+        {
+            Some(ws)
+        } else {
+            None
+        }
+    }
+
+    fn filters(&self, paths: &[String]) -> Result<Vec<String>, GitError> {
+        paths
+            .iter()
+            .map(|p| {
+                let wp = self.ws.resolve(p)?;
+                Ok(if wp.is_root() {
+                    String::new()
+                } else {
+                    wp.display()
+                })
+            })
+            .collect()
+    }
+
+    /// `git diff --cached` (index vs HEAD).
+    pub fn diff_staged(
+        &self,
+        paths: &[String],
+        opts: DiffOptions,
+    ) -> Result<DiffOutcome, GitError> {
+        let repo = self.local();
+        let filters = self.filters(paths)?;
+        let tree = repo
+            .head_tree_id_or_empty()
+            .map_err(GitError::git)?
+            .detach();
+        let index = repo.index_or_empty().map_err(GitError::git)?;
+        let mut parts = Vec::new();
+        let mode = |m: gix::index::entry::Mode| m.bits();
+        repo.tree_index_status(
+            &tree,
+            &index,
+            None,
+            gix::status::tree_index::TrackRenames::AsConfigured,
+            |change, _, _| {
+                use gix::diff::index::ChangeRef;
+                let side = |loc: &[u8], id: &gix::oid, m: u32| -> Option<Side> {
+                    Some(Side {
+                        path: self.in_scope(loc, &filters)?,
+                        data: blob(&repo, id.to_owned()),
+                        mode: m,
+                        id: id.to_owned(),
+                    })
+                };
+                let rendered = match change {
+                    ChangeRef::Addition {
+                        location,
+                        entry_mode,
+                        id,
+                        ..
+                    } => side(&location, &id, mode(entry_mode))
+                        .map(|n| render_file(&repo, None, Some(&n), opts.context_lines, None)),
+                    ChangeRef::Deletion {
+                        location,
+                        entry_mode,
+                        id,
+                        ..
+                    } => side(&location, &id, mode(entry_mode))
+                        .map(|o| render_file(&repo, Some(&o), None, opts.context_lines, None)),
+                    ChangeRef::Modification {
+                        location,
+                        previous_entry_mode,
+                        previous_id,
+                        entry_mode,
+                        id,
+                        ..
+                    } => {
+                        match (
+                            side(&location, &previous_id, mode(previous_entry_mode)),
+                            side(&location, &id, mode(entry_mode)),
+                        ) {
+                            (Some(o), Some(n)) => Some(render_file(
+                                &repo,
+                                Some(&o),
+                                Some(&n),
+                                opts.context_lines,
+                                None,
+                            )),
+                            _ => None,
+                        }
+                    }
+                    ChangeRef::Rewrite {
+                        source_location,
+                        source_entry_mode,
+                        source_id,
+                        location,
+                        entry_mode,
+                        id,
+                        ..
+                    } => {
+                        match (
+                            side(&source_location, &source_id, mode(source_entry_mode)),
+                            side(&location, &id, mode(entry_mode)),
+                        ) {
+                            (Some(o), Some(n)) => {
+                                let sim = if o.data == n.data {
+                                    100
+                                } else {
+                                    similarity(&o.data, &n.data)
+                                };
+                                Some(render_file(
+                                    &repo,
+                                    Some(&o),
+                                    Some(&n),
+                                    opts.context_lines,
+                                    Some(sim),
+                                ))
+                            }
+                            _ => None,
+                        }
+                    }
+                };
+                if let Some(r) = rendered {
+                    parts.push(r);
+                }
+                Ok(std::ops::ControlFlow::Continue(()))
+            },
+        )
+        .map_err(GitError::git)?;
+        parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        Ok(assemble(parts, opts.max_bytes))
+    }
+
+    /// `git diff` (worktree vs index).
+    pub fn diff_unstaged(
+        &self,
+        paths: &[String],
+        opts: DiffOptions,
+    ) -> Result<DiffOutcome, GitError> {
+        let repo = self.local();
+        let filters = self.filters(paths)?;
+        let specs = self.pathspecs(
+            &filters
+                .iter()
+                .filter(|f| !f.is_empty())
+                .cloned()
+                .collect::<Vec<_>>(),
+        )?;
+        let iter = repo
+            .status(gix::progress::Discard)
+            .map_err(GitError::git)?
+            .untracked_files(gix::status::UntrackedFiles::None)
+            .index_worktree_rewrites(None)
+            .into_index_worktree_iter(specs)
+            .map_err(GitError::git)?;
+        let mut parts = Vec::new();
+        for item in iter {
+            let item = item.map_err(GitError::git)?;
+            let gix::status::index_worktree::Item::Modification {
+                entry,
+                rela_path,
+                status,
+                ..
+            } = item
+            else {
+                continue;
+            };
+            let Some(path) = self.in_scope(&rela_path, &filters) else {
+                continue;
+            };
+            use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
+            let EntryStatus::Change(change) = status else {
+                continue;
+            };
+            let old = Side {
+                path: path.clone(),
+                data: blob(&repo, entry.id),
+                mode: entry.mode.bits(),
+                id: entry.id,
+            };
+            let r = match change {
+                Change::Removed => render_file(&repo, Some(&old), None, opts.context_lines, None),
+                _ => {
+                    let wp = self.ws.resolve(&path)?;
+                    let (mut f, _) = self.ws.open_beneath(&wp)?;
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut f, &mut data).map_err(GitError::git)?;
+                    let meta = f.metadata().map_err(GitError::git)?;
+                    use std::os::unix::fs::PermissionsExt;
+                    let new_mode = if old.mode == 0o120000 {
+                        old.mode
+                    } else if meta.permissions().mode() & 0o111 != 0 {
+                        0o100755
+                    } else {
+                        0o100644
+                    };
+                    let id = gix::objs::compute_hash(
+                        gix::hash::Kind::Sha1,
+                        gix::object::Kind::Blob,
+                        &data,
+                    )
+                    .map_err(GitError::git)?;
+                    let new = Side {
+                        path: path.clone(),
+                        data,
+                        mode: new_mode,
+                        id,
+                    };
+                    render_file(&repo, Some(&old), Some(&new), opts.context_lines, None)
+                }
+            };
+            parts.push(r);
+        }
+        parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        Ok(assemble(parts, opts.max_bytes))
+    }
+
+    /// A commit's diff against its first parent (`git show --format=`).
+    pub fn diff_commit(
+        &self,
+        rev: &str,
+        paths: &[String],
+        opts: DiffOptions,
+    ) -> Result<(crate::log::CommitInfo, DiffOutcome), GitError> {
+        let repo = self.local();
+        let id = self.commit_id(&repo, rev)?;
+        let commit = repo.find_commit(id).map_err(GitError::git)?;
+        let info = commit_info(&commit)?;
+        let filters = self.filters(paths)?;
+        let tree = commit.tree().map_err(GitError::git)?;
+        let parent_tree = match commit.parent_ids().next() {
+            Some(p) => Some(
+                p.object()
+                    .map_err(GitError::git)?
+                    .peel_to_commit()
+                    .map_err(GitError::git)?
+                    .tree()
+                    .map_err(GitError::git)?,
+            ),
+            None => None,
+        };
+        let changes = repo
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
+            .map_err(GitError::git)?;
+        let mut parts = Vec::new();
+        for c in changes {
+            use gix::object::tree::diff::ChangeDetached as C;
+            let side =
+                |loc: &[u8], id: gix::ObjectId, m: gix::object::tree::EntryMode| -> Option<Side> {
+                    if m.is_tree() {
+                        return None;
+                    }
+                    Some(Side {
+                        path: self.in_scope(loc, &filters)?,
+                        data: blob(&repo, id),
+                        mode: u32::from(m.value()),
+                        id,
+                    })
+                };
+            let r = match c {
+                C::Addition {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } => side(&location, id, entry_mode)
+                    .map(|n| render_file(&repo, None, Some(&n), opts.context_lines, None)),
+                C::Deletion {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } => side(&location, id, entry_mode)
+                    .map(|o| render_file(&repo, Some(&o), None, opts.context_lines, None)),
+                C::Modification {
+                    location,
+                    previous_entry_mode,
+                    previous_id,
+                    entry_mode,
+                    id,
+                    ..
+                } => {
+                    match (
+                        side(&location, previous_id, previous_entry_mode),
+                        side(&location, id, entry_mode),
+                    ) {
+                        (Some(o), Some(n)) => Some(render_file(
+                            &repo,
+                            Some(&o),
+                            Some(&n),
+                            opts.context_lines,
+                            None,
+                        )),
+                        _ => None,
+                    }
+                }
+                C::Rewrite {
+                    source_location,
+                    source_entry_mode,
+                    source_id,
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } => {
+                    match (
+                        side(&source_location, source_id, source_entry_mode),
+                        side(&location, id, entry_mode),
+                    ) {
+                        (Some(o), Some(n)) => {
+                            let sim = if o.data == n.data {
+                                100
+                            } else {
+                                similarity(&o.data, &n.data)
+                            };
+                            Some(render_file(
+                                &repo,
+                                Some(&o),
+                                Some(&n),
+                                opts.context_lines,
+                                Some(sim),
+                            ))
+                        }
+                        _ => None,
+                    }
+                }
+            };
+            if let Some(r) = r {
+                parts.push(r);
+            }
+        }
+        parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        Ok((info, assemble(parts, opts.max_bytes)))
+    }
+
+    /// A file's content at a revision (`git show rev:path`).
+    pub fn file_at(&self, rev: &str, path: &str) -> Result<Vec<u8>, GitError> {
+        let repo = self.local();
+        let id = self.commit_id(&repo, rev)?;
+        let rp = self.repo_path(path)?;
+        let commit = repo.find_commit(id).map_err(GitError::git)?;
+        let tree = commit.tree().map_err(GitError::git)?;
+        let entry = tree
+            .lookup_entry_by_path(&rp)
+            .map_err(GitError::git)?
+            .ok_or_else(|| GitError::PathNotInRevision {
+                path: path.to_owned(),
+                rev: rev.to_owned(),
+            })?;
+        if entry.mode().is_tree() {
+            return Err(GitError::PathNotInRevision {
+                path: format!("{path} (a directory)"),
+                rev: rev.to_owned(),
+            });
+        }
+        Ok(blob(&repo, entry.object_id()))
+    }
+}
+
+/// Percentage of lines kept, for renames that also changed.
+fn similarity(a: &[u8], b: &[u8]) -> u8 {
+    let input = InternedInput::new(byte_lines(a), byte_lines(b));
+    let diff = diff_with_slider_heuristics(Algorithm::Myers, &input);
+    let total = input.before.len().max(input.after.len()).max(1);
+    let kept = input
+        .before
+        .len()
+        .saturating_sub(diff.count_removals() as usize);
+    u8::try_from(kept * 100 / total).unwrap_or(100)
+}

@@ -1,0 +1,45 @@
+//! The one error type of the crate.
+
+use ctm_workspace_fs::FsError;
+
+/// Why a git tool failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitError {
+    /// No repository contains the workspace.
+    #[error("the workspace is not inside a git repository")]
+    NotARepository,
+    /// A `.git` file or worktree link leads outside the workspace.
+    #[error("the workspace's .git link points outside the workspace ({0}); refusing to read it")]
+    LinkOutside(String),
+    /// A revision gix cannot resolve.
+    #[error("unknown revision {rev:?}: {message}")]
+    UnknownRevision {
+        /// As given.
+        rev: String,
+        /// gix's reason.
+        message: String,
+    },
+    /// The path does not exist in that revision.
+    #[error("{path} does not exist in {rev}")]
+    PathNotInRevision {
+        /// The path.
+        path: String,
+        /// The revision.
+        rev: String,
+    },
+    /// A binary file where text was needed.
+    #[error("{0} is a binary file")]
+    Binary(String),
+    /// A path refused by the workspace boundary.
+    #[error("{0}")]
+    Path(#[from] FsError),
+    /// The repository could not be read.
+    #[error("git: {0}")]
+    Git(String),
+}
+
+impl GitError {
+    pub(crate) fn git(e: impl std::fmt::Display) -> Self {
+        Self::Git(e.to_string())
+    }
+}

@@ -1,0 +1,128 @@
+//! `git_log`: commits from a revision, optionally only those that touch a path.
+
+use gix::bstr::ByteSlice;
+
+use crate::error::GitError;
+use crate::repo::GitRepo;
+
+/// One commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Full id.
+    pub id: String,
+    /// Abbreviated id.
+    pub short_id: String,
+    /// Author name.
+    pub author_name: String,
+    /// Author email.
+    pub author_email: String,
+    /// Author time (seconds since the epoch) and offset.
+    pub author_time: i64,
+    /// Committer name.
+    pub committer_name: String,
+    /// Committer time (seconds since the epoch).
+    pub committer_time: i64,
+    /// First line of the message.
+    pub subject: String,
+    /// The rest of the message.
+    pub body: String,
+    /// Parent ids.
+    pub parents: Vec<String>,
+}
+
+/// A page of history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogOutcome {
+    /// Commits, newest first.
+    pub commits: Vec<CommitInfo>,
+    /// More commits follow.
+    pub has_more: bool,
+}
+
+pub(crate) fn commit_info(c: &gix::Commit<'_>) -> Result<CommitInfo, GitError> {
+    let author = c.author().map_err(GitError::git)?;
+    let committer = c.committer().map_err(GitError::git)?;
+    let raw = c.message_raw_sloppy().to_str_lossy().into_owned();
+    let (subject, body) = match raw.split_once("\n\n") {
+        Some((s, b)) => (s.replace('\n', " "), b.trim_end().to_owned()),
+        None => (raw.trim_end().replace('\n', " "), String::new()),
+    };
+    Ok(CommitInfo {
+        id: c.id.to_string(),
+        short_id: c.id().shorten_or_id().to_string(),
+        author_name: author.name.to_str_lossy().into_owned(),
+        author_email: author.email.to_str_lossy().into_owned(),
+        author_time: author.time().map(|t| t.seconds).unwrap_or(0),
+        committer_name: committer.name.to_str_lossy().into_owned(),
+        committer_time: committer.time().map(|t| t.seconds).unwrap_or(0),
+        subject,
+        body,
+        parents: c.parent_ids().map(|p| p.to_string()).collect(),
+    })
+}
+
+impl GitRepo {
+    /// Commits reachable from `rev`, newest first by commit time; with a path,
+    /// only commits whose tree differs at that path from every parent (git's
+    /// TREESAME rule, without history simplification of side branches).
+    pub fn log(
+        &self,
+        rev: &str,
+        path: Option<&str>,
+        skip: usize,
+        max_count: usize,
+    ) -> Result<LogOutcome, GitError> {
+        let repo = self.local();
+        let tip = self.commit_id(&repo, rev)?;
+        let repo_path = match path {
+            Some(p) => Some(self.repo_path(p)?).filter(|p| !p.is_empty()),
+            None => (!self.prefix.is_empty()).then(|| self.prefix.clone()),
+        };
+        let walk = repo
+            .rev_walk([tip])
+            .sorting(gix::revision::walk::Sorting::ByCommitTime(
+                Default::default(),
+            ))
+            .all()
+            .map_err(GitError::git)?;
+        let entry_id = |commit: &gix::Commit<'_>, p: &str| -> Option<gix::ObjectId> {
+            let tree = commit.tree().ok()?;
+            tree.lookup_entry_by_path(p)
+                .ok()
+                .flatten()
+                .map(|e| e.object_id())
+        };
+        let mut commits = Vec::new();
+        let mut skipped = 0;
+        let mut has_more = false;
+        for info in walk {
+            let info = info.map_err(GitError::git)?;
+            let commit = info.object().map_err(GitError::git)?;
+            if let Some(p) = &repo_path {
+                let mine = entry_id(&commit, p);
+                let parents: Vec<_> = commit.parent_ids().collect();
+                let touches = if parents.is_empty() {
+                    mine.is_some()
+                } else {
+                    parents.iter().all(|pid| {
+                        let parent = pid.object().ok().and_then(|o| o.try_into_commit().ok());
+                        parent.is_none_or(|pc| entry_id(&pc, p) != mine)
+                    })
+                };
+                if !touches {
+                    continue;
+                }
+            }
+            if skipped < skip {
+                skipped += 1;
+                continue;
+            }
+            if commits.len() == max_count {
+                has_more = true;
+                break;
+            }
+            commits.push(commit_info(&commit)?);
+        }
+        Ok(LogOutcome { commits, has_more })
+    }
+}

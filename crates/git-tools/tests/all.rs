@@ -1,0 +1,383 @@
+//! The git tools against the git CLI on real repositories made with git.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods,
+    reason = "test code"
+)]
+
+use std::path::Path;
+use std::process::Command;
+
+use ctm_git_tools::{DiffOptions, GitRepo};
+use ctm_workspace_fs::Workspace;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Ada")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_COMMITTER_NAME", "Ada")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn write(dir: &Path, rel: &str, body: impl AsRef<[u8]>) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+/// A history with a rename, a binary file, CRLF, unicode paths and a merge,
+/// then a dirty tree: staged, unstaged and untracked changes.
+fn fixture() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    let lines: String = (1..=40).map(|i| format!("fn line_{i}() {{}}\n")).collect();
+    write(d, "src/lib.rs", &lines);
+    write(d, "README.md", "# Title\nintro\n");
+    write(d, "crlf.txt", "one\r\ntwo\r\nthree\r\n");
+    write(d, "bin.dat", b"\x00\x01\x02binary");
+    write(d, "docs/caf\u{e9}.md", "unicode path\n");
+    git(d, &["add", "-A"]);
+    git(
+        d,
+        &["commit", "-q", "-m", "first commit", "-m", "with a body"],
+    );
+    write(
+        d,
+        "src/lib.rs",
+        lines.replace("fn line_20() {}", "fn line_20() { changed(); }"),
+    );
+    git(d, &["mv", "README.md", "GUIDE.md"]);
+    git(d, &["commit", "-qam", "rename and edit"]);
+    git(d, &["checkout", "-q", "-b", "side"]);
+    write(d, "side.txt", "side\n");
+    git(d, &["add", "side.txt"]);
+    git(d, &["commit", "-qm", "side work"]);
+    git(d, &["checkout", "-q", "main"]);
+    write(d, "crlf.txt", "one\r\nTWO\r\nthree\r\n");
+    write(d, "bin.dat", b"\x00\x01\x02binary changed");
+    git(d, &["commit", "-qam", "main work"]);
+    git(d, &["merge", "-q", "--no-edit", "side"]);
+    // Dirty tree.
+    write(
+        d,
+        "src/lib.rs",
+        lines
+            .replace("fn line_5() {}", "fn line_5() { staged(); }")
+            .replace("fn line_20() {}", "fn line_20() { changed(); }"),
+    );
+    git(d, &["add", "src/lib.rs"]);
+    write(
+        d,
+        "src/lib.rs",
+        lines
+            .replace("fn line_5() {}", "fn line_5() { staged(); }")
+            .replace("fn line_20() {}", "fn line_20() { changed(); }")
+            .replace("fn line_35() {}", "fn line_35() { unstaged(); }"),
+    );
+    write(d, "new_staged.txt", "new\nfile\n");
+    git(d, &["add", "new_staged.txt"]);
+    std::fs::remove_file(d.join("side.txt")).unwrap();
+    write(d, "untracked/u.txt", "u\n");
+    write(d, "GUIDE.md", "# Title\nintro\nno newline at end");
+    t
+}
+
+fn open(d: &Path) -> GitRepo {
+    GitRepo::open(&Workspace::open(d).unwrap()).unwrap()
+}
+
+#[test]
+fn status_matches_porcelain_v2() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    let s = repo.status(None, true, 1000).unwrap();
+    let mut ours: Vec<String> = s
+        .entries
+        .iter()
+        .map(|e| format!("{} {}", e.xy(), e.path))
+        .collect();
+    ours.sort();
+    let mut theirs: Vec<String> = git(d, &["status", "--porcelain=v2", "-uall"])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            match f[0] {
+                "1" => Some(format!("{} {}", f[1], f[8..].join(" "))),
+                "2" => Some(format!(
+                    "{} {}",
+                    f[1],
+                    f[9..].join(" ").split('\t').next().unwrap().to_owned()
+                )),
+                "?" => Some(format!("?? {}", f[1..].join(" "))),
+                _ => None,
+            }
+        })
+        .collect();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+    assert_eq!(s.branch.as_deref(), Some("main"));
+    let capped = repo.status(None, true, 2).unwrap();
+    assert!(capped.truncated && capped.entries.len() == 2);
+    let tracked_only = repo.status(None, false, 1000).unwrap();
+    assert!(tracked_only.entries.iter().all(|e| e.unstaged != '?'));
+}
+
+#[test]
+fn diffs_are_byte_identical_to_git() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    for ctx in [0u32, 1, 3, 10] {
+        let opts = DiffOptions {
+            context_lines: ctx,
+            max_bytes: 1 << 20,
+        };
+        let ours = repo.diff_unstaged(&[], opts).unwrap();
+        assert_eq!(
+            ours.text,
+            git(d, &["diff", &format!("-U{ctx}")]),
+            "git diff -U{ctx}"
+        );
+        let ours = repo.diff_staged(&[], opts).unwrap();
+        assert_eq!(
+            ours.text,
+            git(d, &["diff", "--cached", &format!("-U{ctx}")]),
+            "git diff --cached -U{ctx}"
+        );
+    }
+    let opts = DiffOptions {
+        context_lines: 3,
+        max_bytes: 1 << 20,
+    };
+    let only = repo.diff_unstaged(&["GUIDE.md".into()], opts).unwrap();
+    assert_eq!(only.text, git(d, &["diff", "--", "GUIDE.md"]));
+    let small = repo
+        .diff_unstaged(
+            &[],
+            DiffOptions {
+                context_lines: 3,
+                max_bytes: 200,
+            },
+        )
+        .unwrap();
+    assert!(small.truncated && small.text.len() <= 200);
+}
+
+#[test]
+fn show_matches_git_show_for_every_non_merge_commit() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    for line in git(d, &["log", "--format=%H %P"]).lines() {
+        let mut parts = line.split(' ');
+        let id = parts.next().unwrap();
+        if parts.count() > 1 {
+            continue; // merges: first-parent diff only, see docs/limitations.md
+        }
+        let (info, diff) = repo
+            .diff_commit(
+                id,
+                &[],
+                DiffOptions {
+                    context_lines: 3,
+                    max_bytes: 1 << 20,
+                },
+            )
+            .unwrap();
+        assert_eq!(info.id, id);
+        let theirs = git(d, &["show", "--format=", id]);
+        assert_eq!(diff.text, theirs.trim_start_matches('\n'), "git show {id}");
+    }
+    assert_eq!(
+        repo.file_at("HEAD~1", "crlf.txt").unwrap(),
+        b"one\r\nTWO\r\nthree\r\n"
+    );
+}
+
+#[test]
+fn log_matches_git_log_with_paths_skip_and_count() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    let ids = |o: ctm_git_tools::LogOutcome| {
+        o.commits
+            .into_iter()
+            .map(|c| c.id)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let all = repo.log("HEAD", None, 0, 100).unwrap();
+    assert_eq!(ids(all.clone()), git(d, &["log", "--format=%H"]).trim());
+    assert_eq!(all.commits.last().unwrap().subject, "first commit");
+    assert_eq!(all.commits.last().unwrap().body, "with a body");
+    assert_eq!(
+        ids(repo.log("HEAD", Some("src/lib.rs"), 0, 100).unwrap()),
+        git(d, &["log", "--format=%H", "--", "src/lib.rs"]).trim()
+    );
+    assert_eq!(
+        ids(repo.log("HEAD", None, 1, 2).unwrap()),
+        git(d, &["log", "--format=%H", "--skip=1", "-n", "2"]).trim()
+    );
+    assert!(repo.log("HEAD", None, 0, 2).unwrap().has_more);
+    assert_eq!(
+        ids(repo.log("side", None, 0, 100).unwrap()),
+        git(d, &["log", "--format=%H", "side"]).trim()
+    );
+}
+
+#[test]
+fn blame_matches_git_blame() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    let b = repo.blame("src/lib.rs", "HEAD", 15, Some(25), 200).unwrap();
+    let theirs: Vec<String> = git(
+        d,
+        &[
+            "blame",
+            "--porcelain",
+            "-L",
+            "15,25",
+            "HEAD",
+            "--",
+            "src/lib.rs",
+        ],
+    )
+    .lines()
+    .filter(|l| l.len() > 40 && l.as_bytes()[..40].iter().all(u8::is_ascii_hexdigit))
+    .map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        format!("{} {} {}", f[0], f[1], f[2])
+    })
+    .collect();
+    let ours: Vec<String> = b
+        .lines
+        .iter()
+        .map(|l| format!("{} {} {}", l.commit, l.original_line, l.line))
+        .collect();
+    assert_eq!(ours, theirs);
+    assert_eq!(b.lines[5].content, "fn line_20() { changed(); }");
+    assert_eq!(b.total_lines, 40);
+    assert!(b.has_more);
+}
+
+#[test]
+fn errors_are_precise() {
+    let t = fixture();
+    let d = t.path();
+    let repo = open(d);
+    for bad in ["--output=/tmp/pwned", "no-such-branch", "HEAD~99"] {
+        let e = repo.log(bad, None, 0, 5).unwrap_err();
+        assert!(
+            matches!(e, ctm_git_tools::GitError::UnknownRevision { .. }),
+            "{bad}: {e}"
+        );
+    }
+    assert!(!Path::new("/tmp/pwned").exists());
+    assert!(matches!(
+        repo.file_at("HEAD", "nope.txt"),
+        Err(ctm_git_tools::GitError::PathNotInRevision { .. })
+    ));
+    assert!(matches!(
+        repo.blame("bin.dat", "HEAD", 1, None, 10),
+        Err(ctm_git_tools::GitError::Binary(_))
+    ));
+    let not_repo = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        GitRepo::open(&Workspace::open(not_repo.path()).unwrap()),
+        Err(ctm_git_tools::GitError::NotARepository)
+    ));
+}
+
+/// A repository whose config would run programs: nothing runs.
+#[test]
+fn repository_config_never_runs_programs() {
+    let t = fixture();
+    let d = t.path();
+    let marker = d.join("MARKER");
+    let cmd = format!("touch {}", marker.display());
+    git(d, &["config", "core.fsmonitor", &cmd]);
+    git(d, &["config", "diff.external", &cmd]);
+    git(d, &["config", "core.pager", &cmd]);
+    git(d, &["config", "diff.txt.textconv", &cmd]);
+    write(d, ".gitattributes", "*.txt diff=txt\n");
+    std::fs::create_dir_all(d.join(".git/hooks")).unwrap();
+    for hook in [
+        "post-checkout",
+        "pre-commit",
+        "post-index-change",
+        "reference-transaction",
+    ] {
+        write(
+            d,
+            &format!(".git/hooks/{hook}"),
+            format!("#!/bin/sh\n{cmd}\n"),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            d.join(format!(".git/hooks/{hook}")),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let repo = open(d);
+    repo.status(None, true, 100).unwrap();
+    repo.diff_unstaged(
+        &[],
+        DiffOptions {
+            context_lines: 3,
+            max_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    repo.diff_staged(
+        &[],
+        DiffOptions {
+            context_lines: 3,
+            max_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    repo.log("HEAD", None, 0, 10).unwrap();
+    repo.diff_commit(
+        "HEAD~1",
+        &[],
+        DiffOptions {
+            context_lines: 3,
+            max_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    repo.blame("crlf.txt", "HEAD", 1, None, 10).unwrap();
+    assert!(!marker.exists(), "a configured program ran");
+}
+
+#[test]
+fn git_file_pointing_outside_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    git(outside.path(), &["init", "-q"]);
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        ws.path(),
+        ".git",
+        format!("gitdir: {}\n", outside.path().join(".git").display()),
+    );
+    let e = GitRepo::open(&Workspace::open(ws.path()).unwrap()).unwrap_err();
+    assert!(matches!(e, ctm_git_tools::GitError::LinkOutside(_)), "{e}");
+}
