@@ -47,6 +47,71 @@ pub fn run(args: &[String]) -> Result<()> {
     file_tools(&binary, &tree, runs)?;
     apply_patch(&binary, runs)?;
     exec(&binary, runs)?;
+    git_tools(&binary, &tree, runs)?;
+    Ok(())
+}
+
+fn git_cmd(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    c
+}
+
+/// The bench tree as a repository (made once): all files committed, a
+/// 300-line file with a history, a few files modified in the work tree.
+fn git_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
+    let marker = tree.join(".git/ctm-bench-ready");
+    if !marker.exists() {
+        eprintln!("committing the bench tree (once) ...");
+        let run = |args: &[&str]| -> Result<()> {
+            let st = git_cmd(tree).args(args).stdout(Stdio::null()).status()?;
+            if !st.success() {
+                bail!("git {args:?} failed");
+            }
+            Ok(())
+        };
+        run(&["init", "-q", "-b", "main"])?;
+        run(&["add", "-A"])?;
+        run(&["commit", "-qm", "bench tree"])?;
+        for round in 0..6 {
+            let body: String = (0..300).map(|l| if l % 6 == round { format!("line {l} round {round}\n") } else { format!("line {l}\n") }).collect();
+            std::fs::write(tree.join("blame.txt"), body)?;
+            run(&["add", "blame.txt"])?;
+            run(&["commit", "-qm", &format!("blame round {round}")])?;
+        }
+        for i in 0..60 {
+            run(&["commit", "-q", "--allow-empty", "-m", &format!("history {i}")])?;
+        }
+        std::fs::write(&marker, b"")?;
+    }
+    for i in 0..5 {
+        let p = tree.join(format!("src/m0{i}/d000/f{i:05}.rs"));
+        if let Ok(body) = std::fs::read_to_string(&p) {
+            std::fs::write(&p, body.replacen("alpha", "ALPHA", 1))?;
+        }
+    }
+    let mut client = Client::start(binary, tree)?;
+    type Op<'a> = (&'a str, &'a str, Value, Vec<&'a str>);
+    let ops: Vec<Op<'_>> = vec![
+        ("git_status (49k files)", "git_status", json!({"max_entries": 10000}), vec!["status", "--porcelain=v2"]),
+        ("git_log 50", "git_log", json!({"max_count": 50}), vec!["log", "-n", "50", "--format=%H %s"]),
+        ("git_diff (5 modified files)", "git_diff", json!({}), vec!["diff"]),
+        ("git_blame 200 lines", "git_blame", json!({"path": "blame.txt", "end_line": 200}), vec!["blame", "--porcelain", "-L", "1,200", "--", "blame.txt"]),
+    ];
+    for (name, tool, args, git_args) in ops {
+        client.call(tool, args.clone())?;
+        let (mut a, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            a.push(client.call(tool, args.clone())?.0);
+            r.push(timed_command(git_cmd(tree).args(&git_args))?.0);
+        }
+        row(name, median(&mut a), "git CLI", median(&mut r));
+    }
     Ok(())
 }
 

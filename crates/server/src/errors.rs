@@ -2,6 +2,7 @@
 //! categories, retryability and recovery text.
 
 use ctm_exec_runtime::ExecError;
+use ctm_git_tools::GitError;
 use ctm_patch_engine::{PatchError, PlanError};
 use ctm_workspace_fs::FsError;
 use serde_json::json;
@@ -494,4 +495,61 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
         out.extra.insert("status".into(), json!("failed"));
     }
     out
+}
+
+/// Maps a git-tools error.
+pub fn git_error(e: GitError) -> ToolError {
+    use Category::*;
+    let msg = e.to_string();
+    match e {
+        GitError::NotARepository => err(
+            "GIT_ERROR",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "not_a_repository"}),
+            "Run git init (exec_command) or use the file tools; there is no repository here.",
+        ),
+        GitError::LinkOutside(target) => err(
+            "GIT_ERROR",
+            Security,
+            false,
+            msg,
+            json!({"reason": "git_link_outside_workspace", "target": target}),
+            "The workspace's .git points outside it; the git tools will not follow it.",
+        ),
+        GitError::UnknownRevision { rev, message } => err(
+            "GIT_ERROR",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "unknown_revision", "rev": rev, "cause": message}),
+            "Use a branch, tag, commit id or expression such as HEAD~2 (git_log lists commits).",
+        ),
+        GitError::PathNotInRevision { path, rev } => err(
+            "NOT_FOUND",
+            NotFound,
+            false,
+            msg,
+            json!({"path": path, "rev": rev}),
+            "Check the path at that revision with git_show(rev=..., paths=[...]) or git_log(path=...).",
+        ),
+        GitError::Binary(path) => err(
+            "BINARY_FILE",
+            Validation,
+            false,
+            msg,
+            json!({"path": path}),
+            "Binary files have no line-based view.",
+        ),
+        GitError::Path(fs) => fs_error(fs),
+        GitError::Git(cause) => err(
+            "GIT_ERROR",
+            Runtime,
+            false,
+            msg,
+            json!({"reason": "repository_error", "cause": cause}),
+            "The repository could not be read; check it with exec_command(cmd=\"git fsck\") if it repeats.",
+        ),
+    }
 }

@@ -2,6 +2,7 @@
 
 mod exec;
 mod files;
+mod git;
 mod patch;
 mod request_permissions;
 mod server_info;
@@ -39,27 +40,24 @@ pub async fn run(
         "kill_command" => exec::kill_command(server, &a, ctx).await,
         "read_output" => exec::read_output(server, &a).await,
         "check_exec_environment" => Ok(exec::check_exec_environment(server)),
-        other => Err(not_built(other)),
+        "git_status" => git::git_status(ws, &a).await,
+        "git_diff" => git::git_diff(ws, &a).await,
+        "git_log" => git::git_log(ws, &a).await,
+        "git_show" => git::git_show(ws, &a).await,
+        "git_blame" => git::git_blame(ws, &a).await,
+        other => Err(no_adapter(other)),
     }
 }
 
-/// The issue that brings each tool that this build does not serve yet.
-fn arriving_with(tool: &str) -> (u32, &'static str) {
-    match tool {
-        "git_status" | "git_diff" | "git_log" | "git_show" | "git_blame" => (5, "git tools on gix"),
-        _ => (9, "the exec runtime"),
-    }
-}
-
-fn not_built(tool: &str) -> ToolError {
-    let (issue, what) = arriving_with(tool);
+/// A catalog tool without an adapter: a server fault, never a user error.
+fn no_adapter(tool: &str) -> ToolError {
     ToolError {
         code: "INTERNAL_ERROR",
-        message: format!("{tool} is not available in this build yet; it arrives with {what} (issue #{issue})."),
+        message: format!("{tool} has no adapter in this server"),
         category: Category::Internal,
         retryable: false,
-        details: json!({ "tool": tool, "reason": "not_built", "issue": issue }),
-        recovery: "This tool cannot succeed in this build; use another tool (server_info lists what works) or a newer build.".into(),
+        details: json!({ "tool": tool, "reason": "no_adapter" }),
+        recovery: "This is a server defect; report it.".into(),
         extra: Map::new(),
     }
 }

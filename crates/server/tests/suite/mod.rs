@@ -1,6 +1,7 @@
 mod cli;
 mod exec;
 mod files;
+mod git;
 mod harness;
 mod http;
 mod patch;

@@ -230,20 +230,6 @@ fn server_info_reports_the_deployment() {
 }
 
 #[test]
-fn tools_of_later_issues_fail_honestly() {
-    let ws = workspace();
-    let mut s = StdioServer::start(ws.path(), &[]);
-    for (name, args) in [("git_status", json!({})), ("git_log", json!({}))] {
-        let r = s.request(&call(1, name, args))["result"].clone();
-        assert_eq!(r["isError"], true, "{name}");
-        let e = &r["structuredContent"]["error"];
-        assert_eq!(e["code"], "INTERNAL_ERROR");
-        assert_eq!(e["details"]["reason"], "not_built");
-        assert!(e["message"].as_str().unwrap().contains(name));
-    }
-}
-
-#[test]
 fn text_json_mode_is_opt_in() {
     let ws = workspace();
     let mut plain = StdioServer::start(ws.path(), &[]);
