@@ -79,13 +79,27 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
         run(&["add", "-A"])?;
         run(&["commit", "-qm", "bench tree"])?;
         for round in 0..6 {
-            let body: String = (0..300).map(|l| if l % 6 == round { format!("line {l} round {round}\n") } else { format!("line {l}\n") }).collect();
+            let body: String = (0..300)
+                .map(|l| {
+                    if l % 6 == round {
+                        format!("line {l} round {round}\n")
+                    } else {
+                        format!("line {l}\n")
+                    }
+                })
+                .collect();
             std::fs::write(tree.join("blame.txt"), body)?;
             run(&["add", "blame.txt"])?;
             run(&["commit", "-qm", &format!("blame round {round}")])?;
         }
         for i in 0..60 {
-            run(&["commit", "-q", "--allow-empty", "-m", &format!("history {i}")])?;
+            run(&[
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                &format!("history {i}"),
+            ])?;
         }
         std::fs::write(&marker, b"")?;
     }
@@ -98,10 +112,30 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
     let mut client = Client::start(binary, tree)?;
     type Op<'a> = (&'a str, &'a str, Value, Vec<&'a str>);
     let ops: Vec<Op<'_>> = vec![
-        ("git_status (49k files)", "git_status", json!({"max_entries": 10000}), vec!["status", "--porcelain=v2"]),
-        ("git_log 50", "git_log", json!({"max_count": 50}), vec!["log", "-n", "50", "--format=%H %s"]),
-        ("git_diff (5 modified files)", "git_diff", json!({}), vec!["diff"]),
-        ("git_blame 200 lines", "git_blame", json!({"path": "blame.txt", "end_line": 200}), vec!["blame", "--porcelain", "-L", "1,200", "--", "blame.txt"]),
+        (
+            "git_status (49k files)",
+            "git_status",
+            json!({"max_entries": 10000}),
+            vec!["status", "--porcelain=v2"],
+        ),
+        (
+            "git_log 50",
+            "git_log",
+            json!({"max_count": 50}),
+            vec!["log", "-n", "50", "--format=%H %s"],
+        ),
+        (
+            "git_diff (5 modified files)",
+            "git_diff",
+            json!({}),
+            vec!["diff"],
+        ),
+        (
+            "git_blame 200 lines",
+            "git_blame",
+            json!({"path": "blame.txt", "end_line": 200}),
+            vec!["blame", "--porcelain", "-L", "1,200", "--", "blame.txt"],
+        ),
     ];
     for (name, tool, args, git_args) in ops {
         client.call(tool, args.clone())?;

@@ -26,6 +26,8 @@ pub struct Server {
     pub patch: Arc<PatchEngine>,
     pub runtime_dirs: Result<Arc<RuntimeDirs>, String>,
     pub exec: ExecRuntime,
+    /// The workspace's repository, opened on first use and shared after.
+    pub git: std::sync::Mutex<Option<ctm_git_tools::GitRepo>>,
     pub limits: Limits,
     pub trace: Trace,
 }
@@ -60,6 +62,7 @@ impl Server {
             workspace,
             patch,
             exec,
+            git: std::sync::Mutex::new(None),
             runtime_dirs,
             limits,
             trace,

@@ -1,22 +1,37 @@
 //! Adapters of the git tools (gix, on blocking threads).
 
+use crate::server::Server;
 use ctm_git_tools::{DiffOptions, DiffOutcome, GitError, GitRepo};
-use ctm_workspace_fs::Workspace;
 use serde_json::{Map, Value, json};
 
 use crate::args::Args;
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{git_error, join_error};
 
+/// Runs `f` on the workspace's repository on a blocking thread; the
+/// repository is opened once and shared (gix re-reads refs and the index).
 async fn with_repo<T: Send + 'static>(
-    ws: &Workspace,
+    server: &Server,
     f: impl FnOnce(&GitRepo) -> Result<T, GitError> + Send + 'static,
 ) -> Result<T, ToolError> {
-    let ws = ws.clone();
-    tokio::task::spawn_blocking(move || GitRepo::open(&ws).and_then(|r| f(&r)))
-        .await
-        .map_err(|e| join_error(&e))?
-        .map_err(git_error)
+    let cached = server.git.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let ws = server.workspace.clone();
+    let (result, opened) = tokio::task::spawn_blocking(move || {
+        let repo = match cached {
+            Some(r) => r,
+            None => match GitRepo::open(&ws) {
+                Ok(r) => r,
+                Err(e) => return (Err(e), None),
+            },
+        };
+        (f(&repo), Some(repo))
+    })
+    .await
+    .map_err(|e| join_error(&e))?;
+    if let Some(r) = opened {
+        *server.git.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    }
+    result.map_err(git_error)
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -34,11 +49,11 @@ fn ok(text: String, structured: Map<String, Value>) -> ToolSuccess {
     }
 }
 
-pub async fn git_status(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let untracked = args.bool("include_untracked");
     let max = args.usize("max_entries").unwrap_or(1000);
-    let s = with_repo(ws, move |r| r.status(path.as_deref(), untracked, max)).await?;
+    let s = with_repo(server, move |r| r.status(path.as_deref(), untracked, max)).await?;
     let mut text = format!(
         "## {}{}{}\n",
         s.branch.as_deref().unwrap_or("HEAD (detached)"),
@@ -121,7 +136,7 @@ fn omitted_hint(d: &DiffOutcome, tool: &str) -> Option<String> {
     })
 }
 
-pub async fn git_diff(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let paths = paths_of(args);
     let staged = args.bool("staged");
     let unstaged = args.bool("unstaged");
@@ -129,7 +144,7 @@ pub async fn git_diff(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         context_lines: u32::try_from(args.u64("context_lines").unwrap_or(3)).unwrap_or(3),
         max_bytes: args.usize("max_bytes").unwrap_or(256 * 1024),
     };
-    let (s, u) = with_repo(ws, move |r| {
+    let (s, u) = with_repo(server, move |r| {
         let s = if staged {
             Some(r.diff_staged(&paths, opts)?)
         } else {
@@ -188,13 +203,13 @@ fn commit_json(c: &ctm_git_tools::CommitInfo) -> Value {
     })
 }
 
-pub async fn git_log(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let rev = args.str("ref").unwrap_or("HEAD").to_owned();
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let skip = args.usize("skip").unwrap_or(0);
     let max = args.usize("max_count").unwrap_or(20);
     let (rev2, path2) = (rev.clone(), path.clone());
-    let log = with_repo(ws, move |r| r.log(&rev2, path2.as_deref(), skip, max)).await?;
+    let log = with_repo(server, move |r| r.log(&rev2, path2.as_deref(), skip, max)).await?;
     let mut text: String = log
         .commits
         .iter()
@@ -221,7 +236,7 @@ pub async fn git_log(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolErr
     Ok(ok(text.trim_end().to_owned(), st))
 }
 
-pub async fn git_show(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let rev = args.str("rev").unwrap_or("HEAD").to_owned();
     let path = args
         .map()
@@ -239,7 +254,7 @@ pub async fn git_show(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         File(Vec<u8>),
         Commit(Box<(ctm_git_tools::CommitInfo, DiffOutcome)>),
     }
-    let shown = with_repo(ws, move |r| {
+    let shown = with_repo(server, move |r| {
         if let Some(p) = &path {
             match r.file_at(&rev2, p) {
                 Ok(bytes) => return Ok(Shown::File(bytes)),
@@ -316,7 +331,7 @@ pub async fn git_show(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
     }
 }
 
-pub async fn git_blame(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
     let rev = args.str("rev").unwrap_or("HEAD").to_owned();
     let start = u32::try_from(args.u64("start_line").unwrap_or(1)).unwrap_or(u32::MAX);
@@ -325,7 +340,7 @@ pub async fn git_blame(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
         .map(|e| u32::try_from(e).unwrap_or(u32::MAX));
     let max = u32::try_from(args.u64("max_lines").unwrap_or(200)).unwrap_or(1000);
     let (p2, r2) = (path.clone(), rev.clone());
-    let b = with_repo(ws, move |r| r.blame(&p2, &r2, start, end, max)).await?;
+    let b = with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await?;
     let mut text: String = b
         .lines
         .iter()

@@ -40,11 +40,11 @@ pub async fn run(
         "kill_command" => exec::kill_command(server, &a, ctx).await,
         "read_output" => exec::read_output(server, &a).await,
         "check_exec_environment" => Ok(exec::check_exec_environment(server)),
-        "git_status" => git::git_status(ws, &a).await,
-        "git_diff" => git::git_diff(ws, &a).await,
-        "git_log" => git::git_log(ws, &a).await,
-        "git_show" => git::git_show(ws, &a).await,
-        "git_blame" => git::git_blame(ws, &a).await,
+        "git_status" => git::git_status(server, &a).await,
+        "git_diff" => git::git_diff(server, &a).await,
+        "git_log" => git::git_log(server, &a).await,
+        "git_show" => git::git_show(server, &a).await,
+        "git_blame" => git::git_blame(server, &a).await,
         other => Err(no_adapter(other)),
     }
 }
