@@ -1,16 +1,27 @@
 //! HTTP authentication of coding-tools-mcp, with no MCP types.
 //!
-//! Today: static bearer tokens (`--auth-token`), compared in constant time.
-//! The OAuth 2.1 authorization server (PKCE S256, RFC 7591 registration,
-//! RFC 8414/9728 metadata) arrives with the authentication issue; until then
-//! the server refuses `--oauth-mode` at start-up rather than serving without
-//! the protection that was asked for.
+//! Static bearer tokens ([`BearerToken`], `--auth-token`), compared in
+//! constant time, and the OAuth 2.1 authorization server ([`OAuthServer`],
+//! `--oauth-mode`): authorization code with PKCE S256 only, RFC 7591 dynamic
+//! registration bound to the client's authentication method, RFC 8414 and
+//! RFC 9728 metadata, one-time codes, and HMAC-signed access tokens bound to
+//! this server's resource. It knows HTTP only as plain request/response
+//! structs; the HTTP transport mounts it.
 //!
 //! ```
 //! let token = ctm_auth::BearerToken::new("s3cret-token").unwrap();
 //! assert!(token.verify_header(b"Bearer s3cret-token"));
 //! assert!(!token.verify_header(b"Bearer wrong"));
 //! ```
+
+mod form;
+mod oauth;
+
+pub use oauth::{
+    AuthRequest, AuthResponse, ClientAuth, OAuthConfig, OAuthConfigError, OAuthServer,
+    parse_token_secret, random_token, resource_url,
+};
+pub use ring::rand::SystemRandom;
 
 use ring::digest::{SHA256, digest};
 

@@ -12,10 +12,21 @@ pub fn server_card(server: &Server) -> Value {
     let (ro, rw): (Vec<_>, Vec<_>) = server.tools().partition(|t| t.annotations.read_only);
     let names =
         |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
-    let auth = if server.config.auth_token.is_some() {
-        json!({ "type": "bearer", "scheme": "Bearer", "header": "Authorization", "required": true })
-    } else {
-        json!({ "type": "none", "required": false })
+    let auth = match (server.config.auth_token.is_some(), server.config.oauth_mode) {
+        (false, false) => json!({ "type": "none", "required": false }),
+        (bearer, oauth) => json!({
+            "type": if oauth { "oauth2" } else { "bearer" },
+            "scheme": "Bearer",
+            "header": "Authorization",
+            "required": true,
+            "static_token": bearer,
+            "oauth": oauth.then(|| json!({
+                "protected_resource_metadata": "/.well-known/oauth-protected-resource",
+                "authorization_server_metadata": "/.well-known/oauth-authorization-server",
+                "registration_endpoint": "/oauth/register",
+                "pkce": ["S256"],
+            })),
+        }),
     };
     json!({
         "name": SERVER_NAME,

@@ -31,9 +31,16 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
 
-    /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE)
+    /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE S256,
+    /// dynamic registration); the authorize page asks for CODING_TOOLS_MCP_OAUTH_PASSWORD
+    /// (generated and printed on stderr once when unset)
     #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE", value_parser = FalseyValueParser::new())]
     pub oauth_mode: bool,
+
+    /// Serve a non-loopback address without any authentication (anyone who can
+    /// reach it can run commands in the workspace)
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_UNAUTHENTICATED_REMOTE", value_parser = FalseyValueParser::new())]
+    pub allow_unauthenticated_remote: bool,
 
     /// Baseline environment that exec_command children inherit
     #[arg(long, env = "CODING_TOOLS_MCP_SHELL_ENV_INHERIT", value_enum, default_value_t = ShellEnvInherit::Core)]
@@ -149,6 +156,7 @@ pub struct Config {
     pub port: u16,
     pub stdio: bool,
     pub auth_token: Option<String>,
+    pub oauth_mode: bool,
     pub shell_env_inherit: ShellEnvInherit,
     pub permission_mode: PermissionMode,
     pub allow_network: bool,
@@ -220,10 +228,7 @@ impl Cli {
                     .into(),
             );
         }
-        if self.oauth_mode {
-            return Err("--oauth-mode (CODING_TOOLS_MCP_OAUTH_MODE) is not available in this build yet; use --auth-token for HTTP authentication".into());
-        }
-        let authenticated = auth_token.is_some();
+        let authenticated = auth_token.is_some() || self.oauth_mode;
         if self.dangerously_fake_readonly_annotations {
             if mode != PermissionMode::Dangerous {
                 return Err(
@@ -238,9 +243,13 @@ impl Cli {
                 );
             }
         }
-        if !self.stdio && !is_loopback_host(&self.host) && !authenticated {
+        if !self.stdio
+            && !is_loopback_host(&self.host)
+            && !authenticated
+            && !self.allow_unauthenticated_remote
+        {
             return Err(format!(
-                "binding {} (not loopback) requires --auth-token; bind 127.0.0.1 or set a token",
+                "binding {} (not loopback) requires --auth-token or --oauth-mode (or, knowingly, --allow-unauthenticated-remote)",
                 self.host
             ));
         }
@@ -253,6 +262,7 @@ impl Cli {
             port: self.port,
             stdio: self.stdio,
             auth_token,
+            oauth_mode: self.oauth_mode,
             shell_env_inherit: self.shell_env_inherit,
             permission_mode: mode,
             allow_network: self.allow_network,
@@ -343,7 +353,9 @@ mod tests {
         assert!(parse(&["--host", "::1"]).is_ok());
         assert!(parse(&["--max-wait-secs", "0"]).is_err());
         assert!(parse(&["--auth-token", "a b"]).is_err());
-        assert!(parse(&["--oauth-mode"]).is_err());
+        assert!(parse(&["--oauth-mode"]).is_ok());
+        assert!(parse(&["--host", "0.0.0.0", "--oauth-mode"]).is_ok());
+        assert!(parse(&["--host", "0.0.0.0", "--allow-unauthenticated-remote"]).is_ok());
         assert!(parse(&["--enable-view-image", "0"]).is_ok_and(|c| !c.view_image));
         assert!(parse(&["--enable-view-image"]).is_ok_and(|c| c.view_image));
         assert!(parse(&["--allow-network"]).is_ok_and(|c| c.allow_network));

@@ -53,6 +53,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let oauth = match (config.oauth_mode, config.stdio) {
+        (true, false) => match oauth_server() {
+            Ok(o) => Some(o),
+            Err(reason) => {
+                eprintln!("coding-tools-mcp: error: {reason}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -64,7 +74,7 @@ fn main() -> ExitCode {
         }
     };
     let server = Arc::new(Server::new(config, workspace, trace));
-    let result = runtime.block_on(run(server.clone()));
+    let result = runtime.block_on(run(server.clone(), oauth));
     // Commands end with the server: kill every running group.
     server.exec.shutdown();
     // Dropping the runtime first lets in-flight tasks release their Server handle,
@@ -109,7 +119,7 @@ fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
     Ok(Trace::new(config.trace, sink))
 }
 
-async fn run(server: Arc<Server>) -> std::io::Result<()> {
+async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::io::Result<()> {
     let dispatcher = Arc::new(SharedServer(server.clone()));
     if server.config.stdio {
         tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
@@ -133,6 +143,12 @@ async fn run(server: Arc<Server>) -> std::io::Result<()> {
         workspace = %server.workspace.root().display(),
         "serving MCP on http://{local}/mcp"
     );
+    let oauth = oauth.map(std::sync::Arc::new);
+    if oauth.is_some() && server.config.auth_token.is_some() {
+        tracing::info!(
+            "both --auth-token and --oauth-mode are set: /mcp accepts the static token and OAuth access tokens"
+        );
+    }
     let limits = &server.limits;
     let config = ctm_transport_http::HttpConfig {
         max_body_bytes: limits.max_body_bytes,
@@ -146,8 +162,68 @@ async fn run(server: Arc<Server>) -> std::io::Result<()> {
             .auth_token
             .as_deref()
             .and_then(|t| ctm_auth::BearerToken::new(t).ok()),
+        oauth,
+        public_base_url: std::env::var("CODING_TOOLS_MCP_SERVER_URL")
+            .ok()
+            .filter(|u| !u.is_empty()),
+        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
+            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes")),
     };
     ctm_transport_http::serve(dispatcher, config, listener, shutdown_signal()).await
+}
+
+/// The OAuth server from the environment. The one secret ever printed: a
+/// generated authorize password, once, on stderr.
+fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let rng = ctm_auth::SystemRandom::new();
+    let secs = |k: &str, default: u64| -> Result<u64, String> {
+        match env(k) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{k} must be a positive number of seconds")),
+        }
+    };
+    let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
+        Some(p) => p,
+        None => {
+            let p = ctm_auth::random_token(&rng, 18).map_err(|e| e.to_string())?;
+            eprintln!(
+                "coding-tools-mcp: OAuth authorize password (set CODING_TOOLS_MCP_OAUTH_PASSWORD to choose one): {p}"
+            );
+            p
+        }
+    };
+    let token_key = match env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET") {
+        Some(hex) => ctm_auth::parse_token_secret(&hex).map_err(|e| e.to_string())?,
+        None => ctm_auth::random_token(&rng, 32)
+            .map_err(|e| e.to_string())?
+            .into_bytes(),
+    };
+    let preregistered = env("CODING_TOOLS_MCP_OAUTH_CLIENT_ID").map(|id| {
+        let uris = env("CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS")
+            .map(|u| {
+                u.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (id, env("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET"), uris)
+    });
+    Ok(ctm_auth::OAuthServer::new(ctm_auth::OAuthConfig {
+        password,
+        token_key,
+        token_ttl: std::time::Duration::from_secs(secs(
+            "CODING_TOOLS_MCP_OAUTH_TOKEN_TTL",
+            24 * 3600,
+        )?),
+        code_ttl: std::time::Duration::from_secs(secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?),
+        preregistered,
+    }))
 }
 
 async fn shutdown_signal() {

@@ -45,6 +45,45 @@ pub struct HttpConfig {
     pub shutdown_grace: Duration,
     /// When set, `/mcp` requires `Authorization: Bearer <token>`.
     pub bearer: Option<ctm_auth::BearerToken>,
+    /// When set, the OAuth 2.1 authorization server is mounted and its
+    /// access tokens are accepted on `/mcp`.
+    pub oauth: Option<Arc<ctm_auth::OAuthServer>>,
+    /// The public base URL (`CODING_TOOLS_MCP_SERVER_URL`); else the request's host.
+    pub public_base_url: Option<String>,
+    /// Honour `X-Forwarded-Proto`/`X-Forwarded-Host` (behind a trusted proxy).
+    pub trust_proxy_headers: bool,
+}
+
+impl HttpConfig {
+    fn auth_required(&self) -> bool {
+        self.bearer.is_some() || self.oauth.is_some()
+    }
+}
+
+/// The server's base URL as the client sees it.
+fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
+    if let Some(u) = &config.public_base_url {
+        return u.trim_end_matches('/').to_owned();
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(',').next().unwrap_or("").trim().to_owned())
+    };
+    let (proto, host) = if config.trust_proxy_headers {
+        (
+            header("x-forwarded-proto"),
+            header("x-forwarded-host").or_else(|| header("host")),
+        )
+    } else {
+        (None, header("host"))
+    };
+    format!(
+        "{}://{}",
+        proto.unwrap_or_else(|| "http".into()),
+        host.unwrap_or_else(|| "localhost".into())
+    )
 }
 
 struct State<D> {
@@ -124,9 +163,19 @@ async fn handle<D: Dispatcher>(
     let path = req.uri().path().to_owned();
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
+    } else if path.starts_with("/.well-known/oauth-protected-resource")
+        && state.config.auth_required()
+        && state.config.oauth.is_none()
+    {
+        // Bearer-only: the resource is protected, but by a static token.
+        let base = base_url(&state.config, req.headers());
+        let meta = json!({"resource": format!("{base}/mcp"), "authorization_servers": [], "bearer_methods_supported": ["header"], "resource_name": "coding-tools-mcp"});
+        respond(StatusCode::OK, Some(&meta))
+    } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
+        oauth(&state, req).await
     } else if path == "/mcp" {
-        if !authorized(&state.config, req.headers()) {
-            unauthorized()
+        if let Err(why) = authorized(&state.config, req.headers()) {
+            unauthorized(&base_url(&state.config, req.headers()), why)
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
         } else {
@@ -157,25 +206,98 @@ async fn handle<D: Dispatcher>(
     resp
 }
 
-fn authorized(config: &HttpConfig, headers: &HeaderMap) -> bool {
-    let Some(token) = &config.bearer else {
-        return true;
+/// `Ok` when no auth is configured or a configured credential matches;
+/// otherwise why not (`None`: no token was sent).
+fn authorized(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Option<&'static str>> {
+    if !config.auth_required() {
+        return Ok(());
+    }
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(None);
     };
-    headers
-        .get(header::AUTHORIZATION)
-        .is_some_and(|v| token.verify_header(v.as_bytes()))
+    if config
+        .bearer
+        .as_ref()
+        .is_some_and(|t| t.verify_header(value.as_bytes()))
+    {
+        return Ok(());
+    }
+    let Some(token) =
+        ctm_auth::bearer_credential(value.as_bytes()).and_then(|t| std::str::from_utf8(t).ok())
+    else {
+        return Err(Some("not a Bearer token"));
+    };
+    match &config.oauth {
+        Some(o) => o.verify(token, &base_url(config, headers)).map_err(Some),
+        None => Err(Some("wrong token")),
+    }
 }
 
-fn unauthorized() -> Resp {
+fn unauthorized(base: &str, why: Option<&'static str>) -> Resp {
     let err = refusal(
         "Authentication required: send Authorization: Bearer <token>",
         "unauthorized",
     );
     let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"coding-tools-mcp\""),
+    let mut challenge = format!(
+        "Bearer realm=\"coding-tools-mcp\", resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
     );
+    if let Some(why) = why {
+        challenge.push_str(&format!(
+            ", error=\"invalid_token\", error_description=\"{why}\""
+        ));
+    }
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// Hands an OAuth endpoint request to the authorization server.
+async fn oauth<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp {
+    let Some(server) = state.config.oauth.clone() else {
+        return respond(StatusCode::NOT_FOUND, None);
+    };
+    let base = base_url(&state.config, req.headers());
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let get = |n: header::HeaderName| {
+        req.headers()
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (authorization, content_type) = (get(header::AUTHORIZATION), get(header::CONTENT_TYPE));
+    let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Some(&json!({"error": "invalid_request", "error_description": "body too large"})),
+            );
+        }
+    };
+    let answer = server.handle(&ctm_auth::AuthRequest {
+        method: &method,
+        path: &path,
+        query: &query,
+        authorization: authorization.as_deref(),
+        content_type: content_type.as_deref(),
+        body: &body,
+        base_url: &base,
+    });
+    let mut r = Response::new(Full::new(Bytes::from(answer.body)));
+    *r.status_mut() =
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (k, v) in answer.headers {
+        if let (Ok(k), Ok(v)) = (
+            header::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(&v),
+        ) {
+            r.headers_mut().insert(k, v);
+        }
+    }
     r
 }
 

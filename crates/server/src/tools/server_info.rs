@@ -95,13 +95,16 @@ pub fn run(server: &Server) -> ToolSuccess {
     s.insert(
         "auth".into(),
         json!({
-            "enabled": cfg.auth_token.is_some(),
+            "enabled": cfg.auth_token.is_some() || cfg.oauth_mode,
             "bearer": cfg.auth_token.is_some(),
-            "oauth": false,
+            "oauth": cfg.oauth_mode,
             "applies_to": if cfg.stdio { "none (stdio)" } else { "POST /mcp" },
         }),
     );
-    s.insert("auth_enabled".into(), json!(cfg.auth_token.is_some()));
+    s.insert(
+        "auth_enabled".into(),
+        json!(cfg.auth_token.is_some() || cfg.oauth_mode),
+    );
     s.insert(
         "permission_mode".into(),
         json!(cfg.permission_mode.as_str()),

@@ -64,7 +64,14 @@ fn invalid_combinations_exit_2_with_one_line() {
             ],
             &[],
         ),
-        (&["--stdio"], &[("CODING_TOOLS_MCP_OAUTH_MODE", "1")]),
+        (
+            &["--oauth-mode", "--port", "0"],
+            &[("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET", "not-hex")],
+        ),
+        (
+            &["--oauth-mode", "--port", "0"],
+            &[("CODING_TOOLS_MCP_OAUTH_TOKEN_TTL", "0")],
+        ),
         (&["--stdio", "--max-wait-secs", "0"], &[]),
         (
             &["--stdio"],

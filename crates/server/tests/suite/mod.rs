@@ -4,6 +4,7 @@ mod files;
 mod git;
 mod harness;
 mod http;
+mod oauth;
 mod patch;
 mod security;
 mod stdio;

@@ -1,0 +1,778 @@
+//! The OAuth 2.1 authorization server: authorization code + PKCE S256,
+//! RFC 7591 registration, RFC 8414 and RFC 9728 metadata, HMAC-signed access
+//! tokens bound to this server's resource.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use ring::digest::{SHA256, digest};
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::{Value, json};
+
+use crate::form;
+
+/// An HTTP request, as much of it as the authorization server reads.
+#[derive(Debug, Clone)]
+pub struct AuthRequest<'a> {
+    /// `GET`, `POST`, ...
+    pub method: &'a str,
+    /// The path, without the query.
+    pub path: &'a str,
+    /// The raw query string.
+    pub query: &'a str,
+    /// `Authorization` header, if any.
+    pub authorization: Option<&'a str>,
+    /// `Content-Type` header, if any.
+    pub content_type: Option<&'a str>,
+    /// The body.
+    pub body: &'a [u8],
+    /// This server's public base URL for this request (`http://host:port`).
+    pub base_url: &'a str,
+}
+
+/// What to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Headers (name, value).
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl AuthResponse {
+    fn json(status: u16, v: &Value) -> Self {
+        Self {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("cache-control".into(), "no-store".into()),
+            ],
+            body: serde_json::to_vec(v).unwrap_or_default(),
+        }
+    }
+
+    fn error(status: u16, error: &str, description: &str) -> Self {
+        Self::json(
+            status,
+            &json!({"error": error, "error_description": description}),
+        )
+    }
+
+    fn html(status: u16, body: String) -> Self {
+        Self {
+            status,
+            headers: vec![
+                ("content-type".into(), "text/html; charset=utf-8".into()),
+                ("cache-control".into(), "no-store".into()),
+                ("x-frame-options".into(), "DENY".into()),
+                (
+                    "content-security-policy".into(),
+                    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'".into(),
+                ),
+            ],
+            body: body.into_bytes(),
+        }
+    }
+
+    fn redirect(location: String) -> Self {
+        Self {
+            status: 302,
+            headers: vec![
+                ("location".into(), location),
+                ("cache-control".into(), "no-store".into()),
+            ],
+            body: Vec::new(),
+        }
+    }
+}
+
+/// How a client authenticates at the token endpoint (RFC 7591).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A public client: no secret.
+    None,
+    /// Secret in the form body.
+    SecretPost,
+    /// Secret in HTTP Basic.
+    SecretBasic,
+}
+
+impl ClientAuth {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Self::None),
+            "client_secret_post" => Some(Self::SecretPost),
+            "client_secret_basic" => Some(Self::SecretBasic),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::SecretPost => "client_secret_post",
+            Self::SecretBasic => "client_secret_basic",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Client {
+    secret_digest: Option<[u8; 32]>,
+    redirect_uris: Vec<String>,
+    auth: ClientAuth,
+}
+
+#[derive(Debug, Clone)]
+struct Code {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    resource: String,
+    scope: String,
+    expires: SystemTime,
+}
+
+/// Settings of the authorization server.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// The password the authorize page asks for.
+    pub password: String,
+    /// HMAC key for access tokens (random per process unless configured).
+    pub token_key: Vec<u8>,
+    /// Access-token lifetime.
+    pub token_ttl: Duration,
+    /// Authorization-code lifetime.
+    pub code_ttl: Duration,
+    /// A pre-registered client: id, secret (None = public), redirect URIs.
+    pub preregistered: Option<(String, Option<String>, Vec<String>)>,
+}
+
+/// Why a configuration is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OAuthConfigError {
+    /// The token secret is not 64 hex characters.
+    #[error("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET must be 64 hex characters")]
+    BadSecret,
+    /// The system random source failed.
+    #[error("the system random source failed")]
+    Random,
+}
+
+/// Decodes a 64-hex-character secret into a 32-byte key.
+pub fn parse_token_secret(hex: &str) -> Result<Vec<u8>, OAuthConfigError> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(OAuthConfigError::BadSecret);
+    }
+    (0..32)
+        .map(|i| {
+            u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| OAuthConfigError::BadSecret)
+        })
+        .collect()
+}
+
+/// Random bytes, base64url.
+pub fn random_token(rng: &SystemRandom, bytes: usize) -> Result<String, OAuthConfigError> {
+    let mut b = vec![0u8; bytes];
+    rng.fill(&mut b).map_err(|_| OAuthConfigError::Random)?;
+    Ok(B64.encode(b))
+}
+
+/// The authorization server of one process.
+pub struct OAuthServer {
+    cfg: OAuthConfig,
+    key: hmac::Key,
+    rng: SystemRandom,
+    clients: Mutex<HashMap<String, Client>>,
+    codes: Mutex<HashMap<String, Code>>,
+}
+
+impl std::fmt::Debug for OAuthServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OAuthServer([REDACTED])")
+    }
+}
+
+fn sha(b: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest(&SHA256, b).as_ref());
+    out
+}
+
+fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Redirect URIs must be https, or http on a loopback host.
+fn redirect_uri_allowed(uri: &str) -> bool {
+    if uri.contains('#') {
+        return false;
+    }
+    if uri.starts_with("https://") {
+        return uri.len() > "https://".len();
+    }
+    let Some(rest) = uri.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = if host.starts_with('[') {
+        host.split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default()
+    } else {
+        host.rsplit_once(':')
+            .map_or(host.to_owned(), |(h, _)| h.to_owned())
+    };
+    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// The resource this server protects, for a base URL.
+pub fn resource_url(base_url: &str) -> String {
+    format!("{}/mcp", base_url.trim_end_matches('/'))
+}
+
+impl OAuthServer {
+    /// A server with `cfg`.
+    pub fn new(cfg: OAuthConfig) -> Self {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &cfg.token_key);
+        let mut clients = HashMap::new();
+        if let Some((id, secret, uris)) = &cfg.preregistered {
+            clients.insert(
+                id.clone(),
+                Client {
+                    secret_digest: secret.as_ref().map(|s| sha(s.as_bytes())),
+                    redirect_uris: uris.clone(),
+                    auth: if secret.is_some() {
+                        ClientAuth::SecretBasic
+                    } else {
+                        ClientAuth::None
+                    },
+                },
+            );
+        }
+        Self {
+            cfg,
+            key,
+            rng: SystemRandom::new(),
+            clients: Mutex::new(clients),
+            codes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether this request is for the authorization server (or its metadata).
+    pub fn handles(path: &str) -> bool {
+        path.starts_with("/oauth/") || path.starts_with("/.well-known/oauth-")
+    }
+
+    /// Serves one request to an OAuth endpoint.
+    pub fn handle(&self, req: &AuthRequest<'_>) -> AuthResponse {
+        let base = req.base_url.trim_end_matches('/');
+        match (req.method, req.path) {
+            (
+                "GET",
+                "/.well-known/oauth-protected-resource"
+                | "/.well-known/oauth-protected-resource/mcp",
+            ) => AuthResponse::json(200, &self.resource_metadata(base)),
+            (
+                "GET",
+                "/.well-known/oauth-authorization-server" | "/.well-known/openid-configuration",
+            ) => AuthResponse::json(200, &self.server_metadata(base)),
+            ("POST", "/oauth/register") => self.register(req),
+            ("GET", "/oauth/authorize") => self.authorize_page(req.query, base),
+            ("POST", "/oauth/authorize") => self.authorize_submit(req, base),
+            ("POST", "/oauth/token") => self.token(req, base),
+            (_, p) if Self::handles(p) => {
+                AuthResponse::error(405, "invalid_request", "method not allowed here")
+            }
+            _ => AuthResponse::error(404, "not_found", "no such endpoint"),
+        }
+    }
+
+    /// RFC 9728 protected-resource metadata.
+    pub fn resource_metadata(&self, base: &str) -> Value {
+        json!({
+            "resource": resource_url(base),
+            "authorization_servers": [base],
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": ["mcp"],
+            "resource_name": "coding-tools-mcp",
+        })
+    }
+
+    /// RFC 8414 authorization-server metadata.
+    pub fn server_metadata(&self, base: &str) -> Value {
+        json!({
+            "issuer": base,
+            "authorization_endpoint": format!("{base}/oauth/authorize"),
+            "token_endpoint": format!("{base}/oauth/token"),
+            "registration_endpoint": format!("{base}/oauth/register"),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
+            "scopes_supported": ["mcp"],
+            "authorization_response_iss_parameter_supported": true,
+            "client_id_metadata_document_supported": false,
+        })
+    }
+
+    fn register(&self, req: &AuthRequest<'_>) -> AuthResponse {
+        let bad = |d: &str| AuthResponse::error(400, "invalid_client_metadata", d);
+        let Ok(meta) = serde_json::from_slice::<Value>(req.body) else {
+            return bad("the body must be a JSON object");
+        };
+        let Some(uris) = meta.get("redirect_uris").and_then(Value::as_array) else {
+            return AuthResponse::error(400, "invalid_redirect_uri", "redirect_uris is required");
+        };
+        let uris: Vec<String> = uris
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        if uris.is_empty() || !uris.iter().all(|u| redirect_uri_allowed(u)) {
+            return AuthResponse::error(
+                400,
+                "invalid_redirect_uri",
+                "redirect URIs must be https, or http on localhost/127.0.0.1/[::1], without fragments",
+            );
+        }
+        let method = meta
+            .get("token_endpoint_auth_method")
+            .and_then(Value::as_str)
+            .unwrap_or("client_secret_basic");
+        let Some(auth) = ClientAuth::parse(method) else {
+            return bad(
+                "token_endpoint_auth_method must be none, client_secret_post or client_secret_basic",
+            );
+        };
+        if let Some(g) = meta.get("grant_types").and_then(Value::as_array)
+            && !g
+                .iter()
+                .all(|x| matches!(x.as_str(), Some("authorization_code" | "refresh_token")))
+        {
+            return bad("only the authorization_code grant is supported");
+        }
+        let (Ok(id), Ok(secret)) = (random_token(&self.rng, 16), random_token(&self.rng, 32))
+        else {
+            return AuthResponse::error(500, "server_error", "no randomness");
+        };
+        let confidential = auth != ClientAuth::None;
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.clone(),
+                Client {
+                    secret_digest: confidential.then(|| sha(secret.as_bytes())),
+                    redirect_uris: uris.clone(),
+                    auth,
+                },
+            );
+        let mut out = json!({
+            "client_id": id,
+            "client_id_issued_at": now_secs(),
+            "redirect_uris": uris,
+            "token_endpoint_auth_method": auth.as_str(),
+            "grant_types": ["authorization_code"],
+            "response_types": ["code"],
+        });
+        if confidential {
+            out["client_secret"] = json!(secret);
+            out["client_secret_expires_at"] = json!(0);
+        }
+        if let Some(name) = meta.get("client_name") {
+            out["client_name"] = name.clone();
+        }
+        AuthResponse::json(201, &out)
+    }
+
+    /// Validates an authorize request; errors that must not redirect are pages.
+    fn check_authorize(
+        &self,
+        p: &HashMap<String, String>,
+        base: &str,
+    ) -> Result<(String, String), AuthResponse> {
+        let client_id = p.get("client_id").cloned().unwrap_or_default();
+        let redirect_uri = p.get("redirect_uri").cloned().unwrap_or_default();
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(client) = clients.get(&client_id) else {
+            return Err(AuthResponse::html(
+                400,
+                "<p>Unknown client_id. Register the client first (POST /oauth/register).</p>"
+                    .into(),
+            ));
+        };
+        // Exact match, never a prefix: a mismatch is shown, never redirected to.
+        if !client.redirect_uris.contains(&redirect_uri) {
+            return Err(AuthResponse::html(
+                400,
+                "<p>redirect_uri does not exactly match a registered redirect URI.</p>".into(),
+            ));
+        }
+        let redirect_err = |error: &str, desc: &str| {
+            let mut loc = format!(
+                "{redirect_uri}{}error={}&error_description={}",
+                if redirect_uri.contains('?') { '&' } else { '?' },
+                error,
+                form::encode(desc)
+            );
+            if let Some(s) = p.get("state") {
+                loc.push_str(&format!("&state={}", form::encode(s)));
+            }
+            loc.push_str(&format!("&iss={}", form::encode(base)));
+            AuthResponse::redirect(loc)
+        };
+        if p.get("response_type").map(String::as_str) != Some("code") {
+            return Err(redirect_err(
+                "unsupported_response_type",
+                "response_type must be code",
+            ));
+        }
+        if p.get("code_challenge_method").map(String::as_str) != Some("S256") {
+            return Err(redirect_err(
+                "invalid_request",
+                "PKCE with code_challenge_method=S256 is required (plain is refused)",
+            ));
+        }
+        let challenge = p.get("code_challenge").cloned().unwrap_or_default();
+        if challenge.len() != 43
+            || !challenge
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(redirect_err(
+                "invalid_request",
+                "code_challenge must be the base64url SHA-256 of the verifier",
+            ));
+        }
+        let resource = p
+            .get("resource")
+            .cloned()
+            .unwrap_or_else(|| resource_url(base));
+        if resource.trim_end_matches('/') != resource_url(base) {
+            return Err(redirect_err(
+                "invalid_target",
+                "resource must be this server's /mcp endpoint",
+            ));
+        }
+        Ok((client_id, redirect_uri))
+    }
+
+    fn authorize_page(&self, query: &str, base: &str) -> AuthResponse {
+        let (p, repeated) = form::parse(query);
+        if !repeated.is_empty() {
+            return AuthResponse::html(400, "<p>Repeated parameters are not allowed.</p>".into());
+        }
+        if let Err(r) = self.check_authorize(&p, base) {
+            return r;
+        }
+        let hidden: String = [
+            "response_type",
+            "client_id",
+            "redirect_uri",
+            "code_challenge",
+            "code_challenge_method",
+            "state",
+            "resource",
+            "scope",
+        ]
+        .iter()
+        .filter_map(|k| {
+            p.get(*k).map(|v| {
+                format!(
+                    "<input type=\"hidden\" name=\"{k}\" value=\"{}\">",
+                    html_escape(v)
+                )
+            })
+        })
+        .collect();
+        AuthResponse::html(
+            200,
+            format!(
+                "<!doctype html><meta charset=\"utf-8\"><title>Authorize coding-tools-mcp</title><body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>Authorize access</h1><p>Client <code>{}</code> asks to use the coding tools of this workspace (run commands, change files). Enter the server's authorization password to allow it.</p><form method=\"post\" action=\"/oauth/authorize\">{hidden}<input type=\"password\" name=\"password\" autofocus required> <button type=\"submit\">Allow</button></form>",
+                html_escape(p.get("client_id").map(String::as_str).unwrap_or(""))
+            ),
+        )
+    }
+
+    fn authorize_submit(&self, req: &AuthRequest<'_>, base: &str) -> AuthResponse {
+        let (p, _) = form::parse(&String::from_utf8_lossy(req.body));
+        let (client_id, redirect_uri) = match self.check_authorize(&p, base) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let given = sha(p.get("password").map(String::as_bytes).unwrap_or_default());
+        if !ct_eq(&given, &sha(self.cfg.password.as_bytes())) {
+            return AuthResponse::html(401, "<p>Wrong password. Go back and try again.</p>".into());
+        }
+        let Ok(code) = random_token(&self.rng, 32) else {
+            return AuthResponse::error(500, "server_error", "no randomness");
+        };
+        let resource = p
+            .get("resource")
+            .cloned()
+            .unwrap_or_else(|| resource_url(base));
+        self.codes.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            code.clone(),
+            Code {
+                client_id,
+                redirect_uri: redirect_uri.clone(),
+                challenge: p.get("code_challenge").cloned().unwrap_or_default(),
+                resource: resource.trim_end_matches('/').to_owned(),
+                scope: p.get("scope").cloned().unwrap_or_else(|| "mcp".into()),
+                expires: SystemTime::now() + self.cfg.code_ttl,
+            },
+        );
+        let mut loc = format!(
+            "{redirect_uri}{}code={code}",
+            if redirect_uri.contains('?') { '&' } else { '?' }
+        );
+        if let Some(s) = p.get("state") {
+            loc.push_str(&format!("&state={}", form::encode(s)));
+        }
+        loc.push_str(&format!("&iss={}", form::encode(base)));
+        AuthResponse::redirect(loc)
+    }
+
+    fn token(&self, req: &AuthRequest<'_>, base: &str) -> AuthResponse {
+        if !req.content_type.is_some_and(|c| {
+            c.split(';').next().is_some_and(|m| {
+                m.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            })
+        }) {
+            return AuthResponse::error(
+                400,
+                "invalid_request",
+                "the token request must be application/x-www-form-urlencoded",
+            );
+        }
+        let (p, repeated) = form::parse(&String::from_utf8_lossy(req.body));
+        if !repeated.is_empty() {
+            return AuthResponse::error(400, "invalid_request", "repeated parameters");
+        }
+        if p.get("grant_type").map(String::as_str) != Some("authorization_code") {
+            return AuthResponse::error(
+                400,
+                "unsupported_grant_type",
+                "only authorization_code is supported",
+            );
+        }
+        // Client authentication, bound to the method the client registered.
+        let basic = req.authorization.and_then(|h| {
+            h.strip_prefix("Basic ")
+                .or_else(|| h.strip_prefix("basic "))
+        });
+        let (client_id, secret, method) = match basic {
+            Some(b) => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+                    .and_then(|d| String::from_utf8(d).ok())
+                    .unwrap_or_default();
+                let (id, sec) = decoded.split_once(':').unwrap_or((&decoded, ""));
+                (
+                    form::decode(id),
+                    Some(form::decode(sec)),
+                    ClientAuth::SecretBasic,
+                )
+            }
+            None => match p.get("client_secret") {
+                Some(s) => (
+                    p.get("client_id").cloned().unwrap_or_default(),
+                    Some(s.clone()),
+                    ClientAuth::SecretPost,
+                ),
+                None => (
+                    p.get("client_id").cloned().unwrap_or_default(),
+                    None,
+                    ClientAuth::None,
+                ),
+            },
+        };
+        let invalid_client = || AuthResponse {
+            headers: vec![
+                (
+                    "www-authenticate".into(),
+                    "Basic realm=\"coding-tools-mcp\"".into(),
+                ),
+                ("content-type".into(), "application/json".into()),
+                ("cache-control".into(), "no-store".into()),
+            ],
+            ..AuthResponse::error(
+                401,
+                "invalid_client",
+                "client authentication failed (unknown client, wrong secret, or not the method it registered)",
+            )
+        };
+        {
+            let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(client) = clients.get(&client_id) else {
+                return invalid_client();
+            };
+            if client.auth != method {
+                return invalid_client();
+            }
+            if let Some(want) = &client.secret_digest {
+                let given = sha(secret.as_deref().unwrap_or("").as_bytes());
+                if !ct_eq(&given, want) {
+                    return invalid_client();
+                }
+            }
+        }
+        let grant = |d: &str| AuthResponse::error(400, "invalid_grant", d);
+        // One-time: the code is removed whatever happens next.
+        let Some(code) = p.get("code").and_then(|c| {
+            self.codes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(c)
+        }) else {
+            return grant("unknown, used or expired authorization code");
+        };
+        if SystemTime::now() > code.expires {
+            return grant("the authorization code expired");
+        }
+        if code.client_id != client_id {
+            return grant("the code was issued to another client");
+        }
+        if p.get("redirect_uri") != Some(&code.redirect_uri) {
+            return grant("redirect_uri does not match the authorization request");
+        }
+        let verifier = p.get("code_verifier").cloned().unwrap_or_default();
+        if !(43..=128).contains(&verifier.len())
+            || !verifier
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        {
+            return grant("code_verifier must be 43-128 characters of [A-Za-z0-9-._~]");
+        }
+        if B64.encode(sha(verifier.as_bytes())) != code.challenge {
+            return grant("PKCE verification failed");
+        }
+        if let Some(r) = p.get("resource")
+            && r.trim_end_matches('/') != code.resource
+        {
+            return AuthResponse::error(
+                400,
+                "invalid_target",
+                "resource differs from the authorization request",
+            );
+        }
+        if code.resource != resource_url(base) {
+            return AuthResponse::error(
+                400,
+                "invalid_target",
+                "the code was issued for another resource",
+            );
+        }
+        let ttl = self.cfg.token_ttl.as_secs();
+        let token = self.mint(&code.resource, &client_id, &code.scope, now_secs() + ttl);
+        AuthResponse::json(
+            200,
+            &json!({"access_token": token, "token_type": "Bearer", "expires_in": ttl, "scope": code.scope}),
+        )
+    }
+
+    /// Signs an access token (`ctm1.<payload>.<hmac>`).
+    pub fn mint(&self, audience: &str, client_id: &str, scope: &str, exp: u64) -> String {
+        let payload = json!({"aud": audience, "sub": client_id, "scope": scope, "exp": exp, "iat": now_secs()});
+        let body = format!(
+            "ctm1.{}",
+            B64.encode(serde_json::to_vec(&payload).unwrap_or_default())
+        );
+        let tag = hmac::sign(&self.key, body.as_bytes());
+        format!("{body}.{}", B64.encode(tag.as_ref()))
+    }
+
+    /// Checks a bearer token: signature, expiry, and audience = this resource.
+    pub fn verify(&self, token: &str, base_url: &str) -> Result<(), &'static str> {
+        let (body, tag) = token.rsplit_once('.').ok_or("malformed token")?;
+        let tag = B64.decode(tag).map_err(|_| "malformed token")?;
+        hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| "bad signature")?;
+        let payload = body.strip_prefix("ctm1.").ok_or("malformed token")?;
+        let claims: Value =
+            serde_json::from_slice(&B64.decode(payload).map_err(|_| "malformed token")?)
+                .map_err(|_| "malformed token")?;
+        if claims["exp"].as_u64().is_none_or(|e| e <= now_secs()) {
+            return Err("expired token");
+        }
+        if claims["aud"].as_str() != Some(resource_url(base_url).as_str()) {
+            return Err("token issued for another resource");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_and_redirects() {
+        assert!(parse_token_secret(&"ab".repeat(32)).is_ok());
+        assert!(parse_token_secret("abc").is_err());
+        for ok in [
+            "https://app.example/cb",
+            "http://localhost:3000/cb",
+            "http://127.0.0.1/cb",
+            "http://[::1]:9/x",
+        ] {
+            assert!(redirect_uri_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.example/cb",
+            "javascript:alert(1)",
+            "https://x/cb#frag",
+            "http://localhost.evil.example/cb",
+        ] {
+            assert!(!redirect_uri_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_bind_audience_and_expiry() {
+        let s = OAuthServer::new(OAuthConfig {
+            password: "p".into(),
+            token_key: vec![7; 32],
+            token_ttl: Duration::from_secs(60),
+            code_ttl: Duration::from_secs(60),
+            preregistered: None,
+        });
+        let good = s.mint("http://h:1/mcp", "c", "mcp", now_secs() + 60);
+        assert_eq!(s.verify(&good, "http://h:1"), Ok(()));
+        assert_eq!(
+            s.verify(&good, "http://other:1"),
+            Err("token issued for another resource")
+        );
+        let old = s.mint("http://h:1/mcp", "c", "mcp", now_secs() - 1);
+        assert_eq!(s.verify(&old, "http://h:1"), Err("expired token"));
+        let mut tampered = good.clone();
+        tampered.insert(10, 'x');
+        assert!(s.verify(&tampered, "http://h:1").is_err());
+    }
+}

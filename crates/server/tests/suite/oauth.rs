@@ -1,0 +1,405 @@
+//! The OAuth 2.1 authorization server, driven by the `oauth2` crate as the
+//! real client against the real binary, and every refusal.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, Scope, TokenResponse, TokenUrl,
+};
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+const PASSWORD: &str = "correct horse battery staple";
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+
+fn start(extra_env: &[(&str, &str)]) -> HttpServer {
+    let ws = workspace();
+    let mut cmd = command(ws.path(), &["--port", "0", "--oauth-mode"]);
+    cmd.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD)
+        .env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET", SECRET_HEX);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let s = HttpServer::start_with(&mut cmd);
+    std::mem::forget(ws); // the workspace must outlive the server process
+    s
+}
+
+/// oauth2's HTTP client: our raw HTTP/1.1 helper.
+fn http_client(
+    c: &HttpClient,
+) -> impl Fn(oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> + '_ {
+    move |req: oauth2::HttpRequest| {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        let headers: Vec<(String, String)> = req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let h: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let r = c.raw_request(req.method().as_str(), &path, &h, Some(req.body()));
+        let mut resp = http::Response::builder().status(r.status);
+        for (k, v) in &r.headers {
+            resp = resp.header(k.as_str(), v.as_str());
+        }
+        resp.body(r.body).map_err(std::io::Error::other)
+    }
+}
+
+fn register(s: &HttpServer, method: &str) -> Value {
+    let body = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": method, "client_name": "test"}).to_string();
+    let r = s.raw_request(
+        "POST",
+        "/oauth/register",
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+fn client(
+    s: &HttpServer,
+    reg: &Value,
+    auth: AuthType,
+) -> oauth2::basic::BasicClient<
+    oauth2::EndpointSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+> {
+    let base = format!("http://{}", s.addr);
+    let mut c = BasicClient::new(ClientId::new(reg["client_id"].as_str().unwrap().to_owned()))
+        .set_auth_uri(AuthUrl::new(format!("{base}/oauth/authorize")).unwrap())
+        .set_token_uri(TokenUrl::new(format!("{base}/oauth/token")).unwrap())
+        .set_redirect_uri(RedirectUrl::new(REDIRECT.into()).unwrap())
+        .set_auth_type(auth);
+    if let Some(secret) = reg["client_secret"].as_str() {
+        c = c.set_client_secret(ClientSecret::new(secret.to_owned()));
+    }
+    c
+}
+
+/// Runs the authorize step (GET the form, POST the password); returns the
+/// redirect's query parameters.
+fn authorize(s: &HttpServer, url: &str) -> std::collections::HashMap<String, String> {
+    let path = &url[url.find("/oauth/").unwrap()..];
+    let page = s.raw_request("GET", path, &[], None);
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    assert!(String::from_utf8_lossy(&page.body).contains("type=\"password\""));
+    let query = path.split_once('?').unwrap().1;
+    let form = format!("{query}&password={}", PASSWORD.replace(' ', "+"));
+    let r = s.raw_request(
+        "POST",
+        "/oauth/authorize",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(form.as_bytes()),
+    );
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+    let loc = r.header("location").unwrap().to_owned();
+    assert!(loc.starts_with(REDIRECT));
+    loc.split_once('?')
+        .unwrap()
+        .1
+        .split('&')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+fn call_with(s: &HttpServer, token: &str) -> HttpResponse {
+    s.post(
+        &call(1, "server_info", json!({})),
+        &[("Authorization", &format!("Bearer {token}"))],
+    )
+}
+
+fn mint(aud: &str, exp: u64) -> String {
+    let key = ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        &(0..32)
+            .map(|i| u8::from_str_radix(&SECRET_HEX[2 * i..2 * i + 2], 16).unwrap())
+            .collect::<Vec<u8>>(),
+    );
+    let body = format!(
+        "ctm1.{}",
+        B64.encode(
+            json!({"aud": aud, "sub": "x", "scope": "mcp", "exp": exp, "iat": 0}).to_string()
+        )
+    );
+    let tag = ring::hmac::sign(&key, body.as_bytes());
+    format!("{body}.{}", B64.encode(tag.as_ref()))
+}
+
+#[test]
+fn full_flow_with_the_oauth2_crate() {
+    let s = start(&[]);
+    let base = format!("http://{}", s.addr);
+    let resource = format!("{base}/mcp");
+    // Metadata: RFC 8414 and RFC 9728 (root and /mcp path forms), all public.
+    let asm = s
+        .raw_request("GET", "/.well-known/oauth-authorization-server", &[], None)
+        .json();
+    assert_eq!(asm["issuer"], base);
+    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+    assert_eq!(
+        asm["registration_endpoint"],
+        format!("{base}/oauth/register")
+    );
+    for p in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let prm = s.raw_request("GET", p, &[], None).json();
+        assert_eq!(prm["resource"], resource);
+        assert_eq!(prm["authorization_servers"], json!([base]));
+    }
+    // Missing token: 401 pointing at the metadata.
+    let r = s.post(&call(1, "server_info", json!({})), &[]);
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").unwrap().contains(&format!(
+        "resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
+    )));
+    // Register, authorize with PKCE, exchange, call a tool.
+    let reg = register(&s, "none");
+    assert!(reg.get("client_secret").is_none());
+    let oauth = client(&s, &reg, AuthType::RequestBody);
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, state) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .add_scope(Scope::new("mcp".into()))
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", &resource)
+        .url();
+    let params = authorize(&s, url.as_str());
+    assert_eq!(params["state"], *state.secret());
+    assert!(params.contains_key("iss"));
+    let http = http_client(&s.client);
+    let token = oauth
+        .exchange_code(AuthorizationCode::new(params["code"].clone()))
+        .set_pkce_verifier(verifier)
+        .add_extra_param("resource", &resource)
+        .request(&http)
+        .expect("token exchange");
+    let access = token.access_token().secret().clone();
+    assert_eq!(token.expires_in().unwrap().as_secs(), 24 * 3600);
+    let r = call_with(&s, &access);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json()["result"]["structuredContent"]["auth"]["oauth"],
+        true
+    );
+    // Replayed code: refused.
+    let again = oauth
+        .exchange_code(AuthorizationCode::new(params["code"].clone()))
+        .set_pkce_verifier(PkceCodeVerifier::new("x".repeat(43)))
+        .request(&http);
+    assert!(format!("{again:?}").contains("invalid_grant"), "{again:?}");
+    // Tampered, expired, and other-audience tokens: 401 with invalid_token.
+    let mut tampered = access.clone();
+    let i = tampered.len() / 2;
+    tampered.replace_range(i..i + 1, if &access[i..i + 1] == "A" { "B" } else { "A" });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (bad, why) in [
+        (tampered, "bad signature"),
+        (mint(&resource, now - 10), "expired"),
+        (
+            mint("http://other.example/mcp", now + 100),
+            "another resource",
+        ),
+        ("not-even-a-token".to_owned(), "malformed"),
+    ] {
+        let r = call_with(&s, &bad);
+        assert_eq!(r.status, 401, "{why}");
+        let challenge = r.header("www-authenticate").unwrap().to_owned();
+        assert!(
+            challenge.contains("invalid_token") && challenge.contains(why),
+            "{challenge}"
+        );
+    }
+    // A correctly minted token for this resource works (the key survives restarts).
+    assert_eq!(call_with(&s, &mint(&resource, now + 100)).status, 200);
+}
+
+#[test]
+fn refusals() {
+    let s = start(&[]);
+    let base = format!("http://{}", s.addr);
+    let resource = format!("{base}/mcp");
+    let reg = register(&s, "none");
+    let oauth = client(&s, &reg, AuthType::RequestBody);
+    let http = http_client(&s.client);
+    // Wrong verifier.
+    let (challenge, _verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, _) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", &resource)
+        .url();
+    let params = authorize(&s, url.as_str());
+    let r = oauth
+        .exchange_code(AuthorizationCode::new(params["code"].clone()))
+        .set_pkce_verifier(PkceCodeVerifier::new("w".repeat(50)))
+        .request(&http);
+    assert!(format!("{r:?}").contains("invalid_grant"), "{r:?}");
+    // Redirect mismatch: an error page, never a redirect.
+    let (challenge, _) = PkceCodeChallenge::new_random_sha256();
+    let (url, _) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .url();
+    let evil = url
+        .as_str()
+        .replace("127.0.0.1%3A9%2Fcallback", "127.0.0.1%3A9%2Fcallback2");
+    let path = &evil[evil.find("/oauth/").unwrap()..];
+    let r = s.raw_request("GET", path, &[], None);
+    assert_eq!(r.status, 400);
+    assert!(r.header("location").is_none());
+    // Plain PKCE: refused with an error redirect.
+    let q = format!(
+        "/oauth/authorize?response_type=code&client_id={}&redirect_uri={}&code_challenge={}&code_challenge_method=plain",
+        reg["client_id"].as_str().unwrap(),
+        "http%3A%2F%2F127.0.0.1%3A9%2Fcallback",
+        "a".repeat(43)
+    );
+    let r = s.raw_request("GET", &q, &[], None);
+    assert_eq!(r.status, 302);
+    assert!(
+        r.header("location")
+            .unwrap()
+            .contains("error=invalid_request")
+    );
+    // A code for another resource: invalid_target.
+    let (challenge, _) = PkceCodeChallenge::new_random_sha256();
+    let (url, _) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", "http://other.example/mcp")
+        .url();
+    let path = &url.as_str()[url.as_str().find("/oauth/").unwrap()..];
+    let r = s.raw_request("GET", path, &[], None);
+    assert!(
+        r.header("location")
+            .unwrap()
+            .contains("error=invalid_target")
+    );
+    // Wrong password: no code.
+    let (challenge, _) = PkceCodeChallenge::new_random_sha256();
+    let (url, _) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .url();
+    let query = url.as_str().split_once('?').unwrap().1.to_owned();
+    let r = s.raw_request(
+        "POST",
+        "/oauth/authorize",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(format!("{query}&password=nope").as_bytes()),
+    );
+    assert_eq!(r.status, 401);
+    // Confidential client bound to client_secret_post: Basic is refused, post works.
+    let conf = register(&s, "client_secret_post");
+    assert!(conf["client_secret"].is_string());
+    for (auth, ok) in [(AuthType::BasicAuth, false), (AuthType::RequestBody, true)] {
+        let c = client(&s, &conf, auth);
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let (url, _) = c
+            .authorize_url(CsrfToken::new_random)
+            .set_pkce_challenge(challenge)
+            .url();
+        let params = authorize(&s, url.as_str());
+        let r = c
+            .exchange_code(AuthorizationCode::new(params["code"].clone()))
+            .set_pkce_verifier(verifier)
+            .request(&http);
+        assert_eq!(r.is_ok(), ok, "{r:?}");
+        if !ok {
+            assert!(format!("{r:?}").contains("invalid_client"), "{r:?}");
+        }
+    }
+    // Registration with a non-loopback http redirect is refused.
+    let r = s.raw_request(
+        "POST",
+        "/oauth/register",
+        &[("Content-Type", "application/json")],
+        Some(
+            br#"{"redirect_uris":["http://evil.example/cb"],"token_endpoint_auth_method":"none"}"#,
+        ),
+    );
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (400, json!("invalid_redirect_uri"))
+    );
+}
+
+#[test]
+fn expired_code_is_refused() {
+    let s = start(&[("CODING_TOOLS_MCP_OAUTH_CODE_TTL", "1")]);
+    let reg = register(&s, "none");
+    let oauth = client(&s, &reg, AuthType::RequestBody);
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, _) = oauth
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .url();
+    let params = authorize(&s, url.as_str());
+    // Waiting out a one-second code lifetime (time is the thing under test).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let http = http_client(&s.client);
+    let r = oauth
+        .exchange_code(AuthorizationCode::new(params["code"].clone()))
+        .set_pkce_verifier(verifier)
+        .request(&http);
+    assert!(format!("{r:?}").contains("expired"), "{r:?}");
+}
+
+#[test]
+fn bearer_and_oauth_together_and_public_card() {
+    let ws = workspace();
+    let mut cmd = command(
+        ws.path(),
+        &["--port", "0", "--oauth-mode", "--auth-token", "static-tok"],
+    );
+    cmd.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD);
+    let s = HttpServer::start_with(&mut cmd);
+    assert_eq!(call_with(&s, "static-tok").status, 200);
+    assert_eq!(call_with(&s, "other").status, 401);
+    let card = s.raw_request("GET", "/.well-known/mcp.json", &[], None);
+    assert_eq!(card.status, 200);
+    let card = card.json();
+    assert_eq!(card["auth"]["type"], "oauth2");
+    assert_eq!(card["auth"]["static_token"], true);
+    assert!(!card.to_string().contains("static-tok") && !card.to_string().contains(PASSWORD));
+}
+
+#[test]
+fn generated_password_is_printed_once_on_stderr() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &["--oauth-mode"]);
+    let printed = s
+        .stderr
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("OAuth authorize password"))
+        .count();
+    assert_eq!(printed, 1);
+}
