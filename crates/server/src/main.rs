@@ -187,16 +187,6 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
                 .ok_or_else(|| format!("{k} must be a positive number of seconds")),
         }
     };
-    let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
-        Some(p) => p,
-        None => {
-            let p = ctm_auth::random_token(&rng, 18).map_err(|e| e.to_string())?;
-            eprintln!(
-                "coding-tools-mcp: OAuth authorize password (set CODING_TOOLS_MCP_OAUTH_PASSWORD to choose one): {p}"
-            );
-            p
-        }
-    };
     let token_key = match env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET") {
         Some(hex) => ctm_auth::parse_token_secret(&hex).map_err(|e| e.to_string())?,
         None => ctm_auth::random_token(&rng, 32)
@@ -214,14 +204,25 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
             .unwrap_or_default();
         (id, env("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET"), uris)
     });
+    let token_ttl = secs("CODING_TOOLS_MCP_OAUTH_TOKEN_TTL", 24 * 3600)?;
+    let code_ttl = secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?;
+    // Printed only once every other setting is known to be valid, so a
+    // configuration error is the single line on stderr.
+    let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
+        Some(p) => p,
+        None => {
+            let p = ctm_auth::random_token(&rng, 18).map_err(|e| e.to_string())?;
+            eprintln!(
+                "coding-tools-mcp: OAuth authorize password (set CODING_TOOLS_MCP_OAUTH_PASSWORD to choose one): {p}"
+            );
+            p
+        }
+    };
     Ok(ctm_auth::OAuthServer::new(ctm_auth::OAuthConfig {
         password,
         token_key,
-        token_ttl: std::time::Duration::from_secs(secs(
-            "CODING_TOOLS_MCP_OAUTH_TOKEN_TTL",
-            24 * 3600,
-        )?),
-        code_ttl: std::time::Duration::from_secs(secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?),
+        token_ttl: std::time::Duration::from_secs(token_ttl),
+        code_ttl: std::time::Duration::from_secs(code_ttl),
         preregistered,
     }))
 }
