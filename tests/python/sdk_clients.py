@@ -46,6 +46,16 @@ async def exercise(target, mode, workspace):
         refused = await client.call_tool("read_file", {"path": 5})
         assert refused.is_error, refused
         assert structured(refused)["error"]["code"] == "INVALID_ARGUMENT", structured(refused)
+        read = await client.call_tool("read_file", {"path": "AGENTS.md"})
+        assert not read.is_error and "Keep tests green" in structured(read)["content"], read
+        found = await client.call_tool("search_text", {"query": "return 1"})
+        assert not found.is_error and structured(found)["match_count"] == 1, structured(found)
+        patch = "*** Begin Patch\n*** Update File: app.py\n@@\n-    return 1\n+    return 2\n*** End Patch\n"
+        dry = await client.call_tool("apply_patch", {"patch": patch, "dry_run": True})
+        plan = structured(dry)
+        assert not dry.is_error and plan["dry_run"] is True and plan["files"][0]["would_change"], plan
+        ran = await client.call_tool("exec_command", {"cmd": "echo from-python"})
+        assert not ran.is_error and structured(ran)["stdout"] == "from-python\n", structured(ran)
 
 
 def check_era(trace_path, mode):
@@ -84,6 +94,8 @@ async def main(binary):
     with tempfile.TemporaryDirectory() as workspace:
         with open(os.path.join(workspace, "AGENTS.md"), "w") as f:
             f.write("# Rules\nKeep tests green.\n")
+        with open(os.path.join(workspace, "app.py"), "w") as f:
+            f.write("def main():\n    return 1\n")
         for transport in ["stdio", "http"]:
             for mode in MODES:
                 label = f"python-sdk {transport} mode={mode}"

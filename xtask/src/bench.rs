@@ -13,12 +13,13 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use crate::peer::Peer;
 use crate::{build_server, target_dir};
 
 const TOOLS_LIST: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n";
@@ -28,11 +29,19 @@ const TREE_SEED: u64 = 0x5eed_2026;
 pub fn run(args: &[String]) -> Result<()> {
     let mut runs = 15usize;
     let mut peer: Option<String> = None;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--runs" => runs = it.next().context("--runs N")?.parse()?,
             "--peer" => peer = Some(it.next().context("--peer CMD")?.clone()),
+            "--only" => {
+                only = Some(
+                    it.next()
+                        .context("--only startup|files|patch|exec|git")?
+                        .clone(),
+                )
+            }
             other => bail!("unknown bench argument: {other}"),
         }
     }
@@ -42,12 +51,23 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     println!("| operation | coding-tools-mcp ms | reference | reference ms | ratio |");
     println!("|---|---|---|---|---|");
-    startup(&binary, runs, peer.as_deref())?;
+    let want = |group: &str| only.as_deref().is_none_or(|o| o == group);
+    if want("startup") {
+        startup(&binary, runs, peer.as_deref())?;
+    }
     let tree = generate_tree()?;
-    file_tools(&binary, &tree, runs)?;
-    apply_patch(&binary, runs)?;
-    exec(&binary, runs)?;
-    git_tools(&binary, &tree, runs)?;
+    if want("files") {
+        file_tools(&binary, &tree, runs)?;
+    }
+    if want("patch") {
+        apply_patch(&binary, runs)?;
+    }
+    if want("exec") {
+        exec(&binary, runs)?;
+    }
+    if want("git") {
+        git_tools(&binary, &tree, runs)?;
+    }
     Ok(())
 }
 
@@ -166,7 +186,7 @@ fn exec(binary: &Path, runs: usize) -> Result<()> {
         "spawn /bin/true",
         median(&mut r),
     );
-    let pid = client.child.id();
+    let pid = client.peer.child.id();
     let rss = |field: &str| -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let line = status
@@ -422,55 +442,32 @@ fn generate_tree() -> Result<PathBuf> {
 
 /// One running server on stdio.
 struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    peer: Peer,
     id: u64,
 }
 
 impl Client {
     fn start(binary: &Path, ws: &Path) -> Result<Self> {
-        let mut child = Command::new(binary)
-            .args(["--stdio", "--workspace"])
-            .arg(ws)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?);
-        Ok(Self {
-            child,
-            stdin,
-            stdout,
-            id: 0,
-        })
+        let peer = Peer::spawn(
+            Command::new(binary)
+                .args(["--stdio", "--workspace"])
+                .arg(ws),
+        )?;
+        Ok(Self { peer, id: 0 })
     }
 
     fn call(&mut self, tool: &str, args: Value) -> Result<(Duration, Value)> {
         self.id += 1;
         let msg = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":tool,"arguments":args}});
-        let mut line = serde_json::to_vec(&msg)?;
-        line.push(b'\n');
         let started = Instant::now();
-        self.stdin.write_all(&line)?;
-        self.stdin.flush()?;
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer)?;
+        self.peer.send(&msg.to_string())?;
+        let v = self.peer.recv()?;
         let elapsed = started.elapsed();
-        let v: Value = serde_json::from_str(&answer)?;
         let result = v["result"].clone();
         if result["isError"] != json!(false) {
-            bail!("{tool} failed: {:.400}", answer);
+            bail!("{tool} failed: {v:.400}");
         }
         Ok((elapsed, result["structuredContent"].clone()))
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

