@@ -30,6 +30,8 @@ pub struct Server {
     pub git: std::sync::Mutex<Option<ctm_git_tools::GitRepo>>,
     pub limits: Limits,
     pub trace: Trace,
+    /// The `tools/list` result: fixed for the life of the process.
+    tools_listing: std::sync::OnceLock<Value>,
 }
 
 impl Server {
@@ -66,6 +68,7 @@ impl Server {
             runtime_dirs,
             limits,
             trace,
+            tools_listing: std::sync::OnceLock::new(),
         }
     }
 
@@ -125,9 +128,12 @@ impl Server {
     }
 
     fn tools_list(&self) -> MethodOutcome {
-        let fake = self.config.fake_readonly_annotations;
-        let tools: Vec<Value> = self.tools().map(|t| t.listing(fake)).collect();
-        Ok(json!({ "tools": tools }))
+        let listing = self.tools_listing.get_or_init(|| {
+            let fake = self.config.fake_readonly_annotations;
+            let tools: Vec<Value> = self.tools().map(|t| t.listing(fake)).collect();
+            json!({ "tools": tools })
+        });
+        Ok(listing.clone())
     }
 
     async fn tools_call(&self, req: Request, ctx: RequestContext) -> MethodOutcome {
