@@ -38,7 +38,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--only" => {
                 only = Some(
                     it.next()
-                        .context("--only startup|files|patch|exec|git")?
+                        .context("--only startup|files|patch|exec|git|http")?
                         .clone(),
                 )
             }
@@ -57,18 +57,100 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let tree = generate_tree()?;
     if want("files") {
-        file_tools(&binary, &tree, runs)?;
+        file_tools(&binary, &tree, runs, peer.as_deref())?;
     }
     if want("patch") {
-        apply_patch(&binary, runs)?;
+        apply_patch(&binary, runs, peer.as_deref())?;
     }
     if want("exec") {
-        exec(&binary, runs)?;
+        exec(&binary, runs, peer.as_deref())?;
     }
     if want("git") {
-        git_tools(&binary, &tree, runs)?;
+        git_tools(&binary, &tree, runs, peer.as_deref())?;
+    }
+    if want("http") {
+        http_latency(&binary, runs)?;
     }
     Ok(())
+}
+
+/// `tools/list` and `read_file` latency over HTTP with 1, 4 and 16
+/// concurrent clients (each request on a new connection), p50 and p99; the
+/// reference is the same operation with one client, in the same run.
+fn http_latency(binary: &Path, runs: usize) -> Result<()> {
+    let ws = tempfile::tempdir()?;
+    let body: String = (0..200)
+        .map(|l| format!("line {l} of a small file\n"))
+        .collect();
+    std::fs::write(ws.path().join("small.txt"), body)?;
+    let (mut server, url) = crate::conformance::start_http(binary, ws.path(), &[], &[])?;
+    let headers = vec![(
+        "Accept".to_owned(),
+        "application/json, text/event-stream".to_owned(),
+    )];
+    let ops = [
+        (
+            "tools/list",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ),
+        (
+            "read_file 200 lines",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "small.txt"}}}),
+        ),
+    ];
+    let per_client = (runs * 10).max(50);
+    let result = (|| -> Result<()> {
+        for (name, request) in &ops {
+            let body = request.to_string();
+            let mut single_p50 = None;
+            for clients in [1usize, 4, 16] {
+                let samples = std::thread::scope(|scope| -> Result<Vec<Duration>> {
+                    let workers: Vec<_> = (0..clients)
+                        .map(|_| {
+                            scope.spawn(|| -> Result<Vec<Duration>> {
+                                let mut out = Vec::with_capacity(per_client);
+                                for _ in 0..per_client {
+                                    let started = Instant::now();
+                                    let (status, answer) =
+                                        crate::conformance::http_post(&url, &body, &headers)?;
+                                    out.push(started.elapsed());
+                                    let ok = answer.as_ref().is_some_and(|a| {
+                                        a.get("result").is_some() && a["result"]["isError"] != true
+                                    });
+                                    if status != 200 || !ok {
+                                        bail!("{name}: status {status}, answer {answer:?}");
+                                    }
+                                }
+                                Ok(out)
+                            })
+                        })
+                        .collect();
+                    let mut all = Vec::new();
+                    for w in workers {
+                        all.extend(w.join().map_err(|_| anyhow::anyhow!("worker panicked"))??);
+                    }
+                    Ok(all)
+                })?;
+                let mut samples = samples;
+                samples.sort_unstable();
+                let pct = |q: f64| {
+                    samples[((samples.len() - 1) as f64 * q).round() as usize].as_secs_f64()
+                        * 1000.0
+                };
+                let (p50, p99) = (pct(0.50), pct(0.99));
+                let base = *single_p50.get_or_insert(p50);
+                println!(
+                    "| {name} over HTTP, {clients} client(s), p50 (p99 {p99:.2}) [{} requests] | {p50:.2} | 1 client p50 | {base:.2} | {:.2}x |",
+                    samples.len(),
+                    p50 / base
+                );
+            }
+        }
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
 }
 
 fn git_cmd(dir: &Path) -> Command {
@@ -84,7 +166,7 @@ fn git_cmd(dir: &Path) -> Command {
 
 /// The bench tree as a repository (made once): all files committed, a
 /// 300-line file with a history, a few files modified in the work tree.
-fn git_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
+fn git_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let marker = tree.join(".git/ctm-bench-ready");
     if !marker.exists() {
         eprintln!("committing the bench tree (once) ...");
@@ -157,35 +239,52 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
             vec!["blame", "--porcelain", "-L", "1,200", "--", "blame.txt"],
         ),
     ];
+    let mut other = peer.map(|p| Client::start_peer(p, tree)).transpose()?;
     for (name, tool, args, git_args) in ops {
         client.call(tool, args.clone())?;
-        let (mut a, mut r) = (Vec::new(), Vec::new());
+        if let Some(o) = other.as_mut() {
+            o.call(tool, args.clone())?;
+        }
+        let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
             a.push(client.call(tool, args.clone())?.0);
             r.push(timed_command(git_cmd(tree).args(&git_args))?.0);
+            if let Some(o) = other.as_mut() {
+                b.push(o.call(tool, args.clone())?.0);
+            }
         }
         row(name, median(&mut a), "git CLI", median(&mut r));
+        if !b.is_empty() {
+            peer_row(name, median(&mut a), median(&mut b));
+        }
     }
     Ok(())
 }
 
 /// `exec_command true` round trip against spawning `/bin/true`; then the
 /// server's peak RSS while a command prints 50 MB, against its idle RSS.
-fn exec(binary: &Path, runs: usize) -> Result<()> {
+fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let ws = tempfile::tempdir()?;
     let mut client = Client::start(binary, ws.path())?;
+    let mut other = peer.map(|p| Client::start_peer(p, ws.path())).transpose()?;
     client.call("exec_command", json!({"cmd": "true"}))?;
-    let (mut a, mut r) = (Vec::new(), Vec::new());
+    if let Some(o) = other.as_mut() {
+        o.call("exec_command", json!({"cmd": "true"}))?;
+    }
+    let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs * 2 {
         a.push(client.call("exec_command", json!({"cmd": "true"}))?.0);
         r.push(timed_command(&mut Command::new("/bin/true"))?.0);
+        if let Some(o) = other.as_mut() {
+            b.push(o.call("exec_command", json!({"cmd": "true"}))?.0);
+        }
     }
-    row(
-        "exec_command `true` round trip",
-        median(&mut a),
-        "spawn /bin/true",
-        median(&mut r),
-    );
+    let name = "exec_command `true` round trip";
+    row(name, median(&mut a), "spawn /bin/true", median(&mut r));
+    if !b.is_empty() {
+        peer_row(name, median(&mut a), median(&mut b));
+    }
+    drop(other);
     let pid = client.peer.child.id();
     let rss = |field: &str| -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -215,12 +314,18 @@ fn exec(binary: &Path, runs: usize) -> Result<()> {
 
 /// `apply_patch` of one line in 1 and in 20 files (200 lines each), forward
 /// and back on alternate runs, against `git apply` of the same change.
-fn apply_patch(binary: &Path, runs: usize) -> Result<()> {
+fn apply_patch(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let ws = tempfile::tempdir()?;
+    // The peer patches its own copy, so both can alternate.
+    let peer_ws = tempfile::tempdir()?;
     for i in 0..20 {
         let body: String = (0..200).map(|l| format!("file {i} line {l}\n")).collect();
-        std::fs::write(ws.path().join(format!("f{i:02}.txt")), body)?;
+        std::fs::write(ws.path().join(format!("f{i:02}.txt")), &body)?;
+        std::fs::write(peer_ws.path().join(format!("f{i:02}.txt")), body)?;
     }
+    let mut other = peer
+        .map(|p| Client::start_peer(p, peer_ws.path()))
+        .transpose()?;
     let ours_patch = |n: usize, from: &str, to: &str| {
         let mut p = String::from("*** Begin Patch\n");
         for i in 0..n {
@@ -242,13 +347,16 @@ fn apply_patch(binary: &Path, runs: usize) -> Result<()> {
     };
     let mut client = Client::start(binary, ws.path())?;
     for n in [1usize, 20] {
-        let (mut a, mut r) = (Vec::new(), Vec::new());
+        let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
         let forward = (ours_patch(n, "", " changed"), git_diff(n, "", " changed"));
         let back = (ours_patch(n, " changed", ""), git_diff(n, " changed", ""));
         for k in 0..runs * 2 {
             let (ours, _) = if k % 2 == 0 { &forward } else { &back };
             let (d, _) = client.call("apply_patch", json!({"patch": ours}))?;
             a.push(d);
+            if let Some(o) = other.as_mut() {
+                b.push(o.call("apply_patch", json!({"patch": ours}))?.0);
+            }
         }
         for k in 0..runs * 2 {
             let (_, diff) = if k % 2 == 0 { &forward } else { &back };
@@ -262,12 +370,11 @@ fn apply_patch(binary: &Path, runs: usize) -> Result<()> {
             )?;
             r.push(d);
         }
-        row(
-            &format!("apply_patch, {n} file(s), one hunk each"),
-            median(&mut a),
-            "git apply",
-            median(&mut r),
-        );
+        let name = format!("apply_patch, {n} file(s), one hunk each");
+        row(&name, median(&mut a), "git apply", median(&mut r));
+        if !b.is_empty() {
+            peer_row(&name, median(&mut a), median(&mut b));
+        }
     }
     Ok(())
 }
@@ -314,6 +421,14 @@ fn startup(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A row against the `--peer` server: B/A, how many times longer the peer takes.
+fn peer_row(op: &str, ours: f64, peer: f64) {
+    println!(
+        "| {op} | {ours:.2} | peer server (B/A) | {peer:.2} | B/A {:.2} |",
+        peer / ours
+    );
 }
 
 fn row(op: &str, ours: f64, reference: &str, theirs: f64) {
@@ -456,6 +571,22 @@ impl Client {
         Ok(Self { peer, id: 0 })
     }
 
+    /// The `--peer` server on `ws`, after the handshake (which any server
+    /// of the handshake era needs before tools/call).
+    fn start_peer(template: &str, ws: &Path) -> Result<Self> {
+        let line = template.replace("{ws}", &ws.to_string_lossy());
+        let mut words = line.split_whitespace();
+        let prog = words.next().context("empty --peer")?;
+        let peer = Peer::spawn(Command::new(prog).args(words).current_dir(ws))?;
+        let mut client = Self { peer, id: 1 };
+        client.peer.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#)?;
+        client.peer.recv()?;
+        client
+            .peer
+            .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+        Ok(client)
+    }
+
     fn call(&mut self, tool: &str, args: Value) -> Result<(Duration, Value)> {
         self.id += 1;
         let msg = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":tool,"arguments":args}});
@@ -481,8 +612,9 @@ fn timed_command(cmd: &mut Command) -> Result<(Duration, usize)> {
     Ok((elapsed, out.stdout.iter().filter(|b| **b == b'\n').count()))
 }
 
-fn file_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
+fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let mut client = Client::start(binary, tree)?;
+    let mut other = peer.map(|p| Client::start_peer(p, tree)).transpose()?;
     let rg = |args: &[&str]| {
         let mut c = Command::new("rg");
         c.current_dir(tree).arg("--no-require-git").args(args);
@@ -516,9 +648,12 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
         } else {
             "search_text"
         };
-        let (mut a, mut r) = (Vec::new(), Vec::new());
+        let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
         let mut counts = (0usize, 0usize);
         for _ in 0..runs {
+            if let Some(o) = other.as_mut() {
+                b.push(o.call(tool, args.clone())?.0);
+            }
             let (d, s) = client.call(tool, args.clone())?;
             a.push(d);
             counts.0 = s["count"]
@@ -535,32 +670,51 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize) -> Result<()> {
             "rg",
             median(&mut r),
         );
+        if !b.is_empty() {
+            peer_row(name, median(&mut a), median(&mut b));
+        }
     }
     // read_file of 5 MB, following continuations with 1 MiB pages.
-    let (mut a, mut r) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
+    let read_all = |c: &mut Client| -> Result<(Duration, usize)> {
         let mut total = Duration::ZERO;
         let mut start = 1u64;
+        let mut pages = 0;
         loop {
-            let (d, s) = client.call(
+            let (d, s) = c.call(
                 "read_file",
                 json!({"path": "big.txt", "start_line": start, "max_bytes": 1_048_576}),
             )?;
             total += d;
+            pages += 1;
             match s["next_start_line"].as_u64() {
                 Some(n) => start = n,
                 None => break,
             }
         }
-        a.push(total);
+        Ok((total, pages))
+    };
+    let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pages = (0, 0);
+    for _ in 0..runs {
+        let (d, n) = read_all(&mut client)?;
+        a.push(d);
+        pages.0 = n;
         let (d, _) = timed_command(Command::new("cat").arg(tree.join("big.txt")))?;
         r.push(d);
+        if let Some(o) = other.as_mut() {
+            let (d, n) = read_all(o)?;
+            b.push(d);
+            pages.1 = n;
+        }
     }
-    row(
-        "read_file 5 MB (1 MiB pages)",
-        median(&mut a),
-        "cat",
-        median(&mut r),
-    );
+    let name = "read_file 5 MB (1 MiB pages)";
+    row(name, median(&mut a), "cat", median(&mut r));
+    if !b.is_empty() {
+        peer_row(
+            &format!("{name} [{} vs {} pages]", pages.0, pages.1),
+            median(&mut a),
+            median(&mut b),
+        );
+    }
     Ok(())
 }

@@ -115,7 +115,12 @@ pub fn official_suite(node: &Path, node_dir: &Path, binary: &Path) -> Result<()>
     r
 }
 
-fn http_post(url: &str, body: &str, headers: &[(String, String)]) -> Result<(u16, Option<Value>)> {
+/// One POST on a fresh connection; the status and the JSON body, if any.
+pub fn http_post(
+    url: &str,
+    body: &str,
+    headers: &[(String, String)],
+) -> Result<(u16, Option<Value>)> {
     let rest = url.strip_prefix("http://").context("only http:// URLs")?;
     let (hostport, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
     let mut s = TcpStream::connect(hostport)?;

@@ -1,0 +1,106 @@
+//! Embedding the exec runtime in another host: run one command in a
+//! directory under the trusted-mode policy, poll it until it ends, and print
+//! its output and exit code.
+//!
+//! ```sh
+//! cargo run -p ctm-exec-runtime --example run -- DIR 'COMMAND'
+//! ```
+//!
+//! The command runs as `/bin/sh -c` in its own process group, with the core
+//! environment, a private `HOME`/`TMPDIR`, Landlock where the kernel offers
+//! it, and a 60-second watchdog. The example exits with the command's code.
+//! Each answer carries at most 1 MiB per stream; beyond that the middle is
+//! marked as left out (a host pages it with `ExecRuntime::read_output`).
+
+// A command-line host: it prints the command's output.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctm_exec_runtime::{
+    EnvInherit, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode, RetentionBudget,
+    RuntimeDirs, Status,
+};
+use ctm_workspace_fs::Workspace;
+
+const MAX_OUTPUT: usize = 1 << 20;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(dir), Some(cmd)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: run DIR 'COMMAND'");
+        return ExitCode::from(2);
+    };
+    let root = std::path::Path::new(dir);
+    let workspace = match Workspace::open(root) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("cannot open {dir}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = ExecConfig {
+        gates: Gates::for_mode(PermissionMode::Trusted, false),
+        inherit: EnvInherit::Core,
+        budget: RetentionBudget::default(),
+    };
+    // Private HOME/TMPDIR for the commands, removed when the runtime drops.
+    let dirs = RuntimeDirs::create(root)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    let runtime = ExecRuntime::new(config, workspace, dirs);
+    let request = ExecRequest {
+        cmd: cmd.clone(),
+        workdir: ".".into(),
+        timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let never = std::future::pending::<()>;
+    let mut snap = match runtime
+        .exec(request, Duration::from_secs(2), never(), MAX_OUTPUT)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("refused: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    loop {
+        print!("{}", snap.stdout.text);
+        eprint!("{}", snap.stderr.text);
+        if snap.status != Status::Running {
+            break;
+        }
+        // Still running: poll with no input; each answer carries only new output.
+        snap = match runtime
+            .poll(
+                &snap.command_id,
+                "",
+                Duration::from_secs(2),
+                never(),
+                MAX_OUTPUT,
+            )
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("poll failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+    }
+    let code = snap.exit_code.unwrap_or(128);
+    eprintln!(
+        "[{} exit={code}{}{}]",
+        snap.status.as_str(),
+        snap.signal
+            .map(|s| format!(" signal={s}"))
+            .unwrap_or_default(),
+        if snap.timed_out { " timed out" } else { "" }
+    );
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
