@@ -32,6 +32,7 @@
 
 mod commit;
 mod error;
+mod leftovers;
 mod parse;
 mod plan;
 
@@ -39,5 +40,6 @@ pub use commit::{
     ApplyOptions, Faults, FileChange, Operation, PatchEngine, PatchReport, TEMP_PREFIX,
 };
 pub use error::PatchError;
+pub use leftovers::{Leftovers, clean_leftovers};
 pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
 pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks};

@@ -46,6 +46,20 @@ impl Server {
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(PatchEngine::new(workspace.clone(), protect_git));
+        // Temp and backup files of a server killed mid-commit: removed in the
+        // background so start-up does not wait for a walk of the workspace.
+        let sweep = workspace.clone();
+        std::thread::spawn(move || {
+            let left = ctm_patch_engine::clean_leftovers(&sweep);
+            for (path, why) in &left.failed {
+                tracing::warn!("cannot remove leftover patch file {path}: {why}");
+            }
+            tracing::info!(
+                removed = left.removed.len(),
+                kept_for_live_processes = left.kept,
+                "leftover patch files swept"
+            );
+        });
         let exec = ExecRuntime::new(
             ExecConfig {
                 gates: gates_for(&config),

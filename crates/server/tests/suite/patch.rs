@@ -247,3 +247,151 @@ fn sixteen_http_clients_lose_no_update() {
         want
     );
 }
+
+/// Leftover temp and backup names anywhere under `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            out.extend(leftovers(&entry.path()));
+        } else if name.starts_with(".ctm-patch-") {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// SIGKILL at spread-out moments during 20-file commits, 100 times: every
+/// file is wholly old or wholly new after each kill, the next start sweeps
+/// the leftovers of the dead servers, and the next patch works.
+#[test]
+fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
+    let ws = workspace();
+    let old: Vec<String> = (0..20)
+        .map(|i| (0..3000).map(|l| format!("file {i} line {l}\n")).collect())
+        .collect();
+    let new: Vec<String> = old
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            body.replacen(
+                &format!("file {i} line 1500\n"),
+                &format!("file {i} line 1500 changed\n"),
+                1,
+            )
+        })
+        .collect();
+    for (i, body) in old.iter().enumerate() {
+        std::fs::write(ws.path().join(format!("f{i:02}.txt")), body).unwrap();
+    }
+    let patch = |from: &str, to: &str| {
+        let mut p = String::from("*** Begin Patch\n");
+        for i in 0..20 {
+            p.push_str(&format!(
+                "*** Update File: f{i:02}.txt\n@@\n file {i} line 1499\n-file {i} line 1500{from}\n+file {i} line 1500{to}\n file {i} line 1501\n"
+            ));
+        }
+        p.push_str("*** End Patch\n");
+        p
+    };
+    // How long one whole commit takes here, so kills spread over it.
+    let window = {
+        let mut s = StdioServer::start(ws.path(), &[]);
+        s.request(&json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
+        let started = std::time::Instant::now();
+        let r = patch_call(&mut s, &patch("", " changed"), false);
+        let took = started.elapsed();
+        assert_eq!(r["isError"], false, "{r}");
+        let r = patch_call(&mut s, &patch(" changed", ""), false);
+        assert_eq!(r["isError"], false, "{r}");
+        took.as_micros() as u64 * 5 / 4 + 1
+    };
+    let (mut mixed, mut crashed_with_leftovers) = (0, 0);
+    let mut seed = 0x2545_f491_u64;
+    for trial in 0..100 {
+        // Which way the patch goes depends on the state the last kill left.
+        let state: Vec<bool> = (0..20)
+            .map(|i| {
+                let body = std::fs::read_to_string(ws.path().join(format!("f{i:02}.txt"))).unwrap();
+                assert!(
+                    body == old[i] || body == new[i],
+                    "trial {trial}: f{i:02}.txt is neither wholly old nor wholly new"
+                );
+                body == new[i]
+            })
+            .collect();
+        if state.iter().any(|s| *s) && state.iter().any(|s| !*s) {
+            mixed += 1;
+        }
+        // Bring every file to one state with a patch that matches it.
+        let mut s = StdioServer::start(ws.path(), &[]);
+        if state.iter().any(|s| *s) {
+            let mut fix = String::from("*** Begin Patch\n");
+            for (i, is_new) in state.iter().enumerate() {
+                if *is_new {
+                    fix.push_str(&format!(
+                        "*** Update File: f{i:02}.txt\n@@\n-file {i} line 1500 changed\n+file {i} line 1500\n"
+                    ));
+                }
+            }
+            fix.push_str("*** End Patch\n");
+            let r = patch_call(&mut s, &fix, false);
+            assert_eq!(r["isError"], false, "trial {trial}: {r}");
+        }
+        // Send the forward patch and kill at a spread-out moment.
+        s.request(&json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = std::time::Duration::from_micros(seed % window);
+        s.send(&call(
+            2,
+            "apply_patch",
+            json!({"patch": patch("", " changed")}),
+        ));
+        std::thread::sleep(delay);
+        let _ = s.child.kill();
+        let _ = s.child.wait();
+        if !leftovers(ws.path()).is_empty() {
+            crashed_with_leftovers += 1;
+        }
+    }
+    eprintln!(
+        "100 SIGKILL trials over a {window} us commit window: {mixed} left a mix of old and new files (each file whole), {crashed_with_leftovers} left temp/backup files"
+    );
+    // Leftovers of a dead process are swept; those of a live one are kept,
+    // whatever the kills above happened to leave.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    std::fs::create_dir_all(ws.path().join("sub/dir")).unwrap();
+    let dead = format!(".ctm-patch-old-{dead_pid}-0-f00.txt");
+    let live = format!(".ctm-patch-new-{}-1-keep.txt", std::process::id());
+    std::fs::write(ws.path().join("sub/dir").join(&dead), "old").unwrap();
+    std::fs::write(ws.path().join("sub/dir").join(&live), "live").unwrap();
+    for i in 0..20 {
+        let body = std::fs::read_to_string(ws.path().join(format!("f{i:02}.txt"))).unwrap();
+        assert!(body == old[i] || body == new[i], "f{i:02}.txt is torn");
+    }
+    // A fresh server sweeps the leftovers of dead processes, then patches.
+    let mut s = StdioServer::start(ws.path(), &[]);
+    loop {
+        let line = s.stderr.next().expect("no sweep report on stderr");
+        if line.contains("leftover patch files swept") {
+            break;
+        }
+    }
+    assert_eq!(leftovers(ws.path()), vec![live]);
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Add File: after.txt\n+works\n*** End Patch\n",
+        false,
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("after.txt")).unwrap(),
+        "works\n"
+    );
+}
