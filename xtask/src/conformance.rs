@@ -121,6 +121,11 @@ pub fn http_post(
     body: &str,
     headers: &[(String, String)],
 ) -> Result<(u16, Option<Value>)> {
+    parse_response(&http_post_raw(url, body, headers)?)
+}
+
+/// One POST on a fresh connection; the raw response bytes.
+pub fn http_post_raw(url: &str, body: &str, headers: &[(String, String)]) -> Result<Vec<u8>> {
     let rest = url.strip_prefix("http://").context("only http:// URLs")?;
     let (hostport, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
     let mut s = TcpStream::connect(hostport)?;
@@ -142,7 +147,12 @@ pub fn http_post(
     s.write_all(req.as_bytes())?;
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out);
+    Ok(out)
+}
+
+/// The status and JSON body (if any) of a raw HTTP response.
+pub fn parse_response(out: &[u8]) -> Result<(u16, Option<Value>)> {
+    let text = String::from_utf8_lossy(out);
     let (head, body) = text.split_once("\r\n\r\n").context("no HTTP response")?;
     let status = head.split(' ').nth(1).context("no status")?.parse()?;
     let body = body.trim();
