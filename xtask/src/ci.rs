@@ -10,6 +10,11 @@ use crate::{build_server, cargo, root, run_cmd, target_dir};
 /// The official Python SDK version the client tests pin.
 const PYTHON_SDK: &str = "mcp==2.3.0";
 
+/// cargo-deny, pinned; `check bans licenses sources` works offline (the
+/// advisories check needs the RustSec database from GitHub, which the CI
+/// machine cannot reach).
+const CARGO_DENY: &str = "0.20.2";
+
 /// Node packages the client and conformance tests pin: a Node 22 runtime (the
 /// TypeScript SDK needs 22+, and a fresh machine may have none or an older
 /// one), the official TypeScript client and the official conformance suite.
@@ -32,6 +37,12 @@ pub fn run(_args: &[String]) -> Result<()> {
     run_cmd(cargo().args(["test", "--workspace", "--all-targets"]))?;
     run_cmd(cargo().args(["test", "--workspace", "--doc"]))?;
     crate::schema::run(false)?;
+    let deny = cargo_deny()?;
+    run_cmd(
+        Command::new(&deny)
+            .current_dir(root())
+            .args(["deny", "check", "bans", "licenses", "sources"]),
+    )?;
     let binary = build_server(false)?;
     let python = python_venv()?;
     let mut sdk = Command::new(&python);
@@ -89,6 +100,24 @@ fn python_venv() -> Result<PathBuf> {
     ]))?;
     std::fs::write(&marker, b"")?;
     Ok(python)
+}
+
+/// Builds cargo-deny into `target/tools`, once.
+fn cargo_deny() -> Result<PathBuf> {
+    let tools = target_dir().join("tools");
+    let bin = tools.join("bin/cargo-deny");
+    let marker = tools.join(format!(".installed-cargo-deny-{CARGO_DENY}"));
+    if marker.exists() && bin.exists() {
+        return Ok(bin);
+    }
+    run_cmd(
+        cargo()
+            .args(["install", "--locked", "--quiet", "--root"])
+            .arg(&tools)
+            .arg(format!("cargo-deny@{CARGO_DENY}")),
+    )?;
+    std::fs::write(&marker, b"")?;
+    Ok(bin)
 }
 
 /// Installs the pinned Node packages under `target/node`, once; returns the

@@ -17,6 +17,10 @@ pub struct Limits {
     pub max_wait_secs: u64,
     /// How long an HTTP client may take to send its headers.
     pub header_read_timeout_secs: u64,
+    /// How long an HTTP client may take to send its body.
+    pub body_read_timeout_secs: u64,
+    /// HTTP connections served at once.
+    pub max_http_connections: usize,
     /// How long shutdown waits for in-flight HTTP requests.
     pub shutdown_grace_secs: u64,
     /// Project-context budgets.
@@ -32,6 +36,8 @@ impl Limits {
             emergency_text_ceiling: EMERGENCY_TEXT_CEILING,
             max_wait_secs,
             header_read_timeout_secs: 10,
+            body_read_timeout_secs: 10,
+            max_http_connections: 256,
             shutdown_grace_secs: 5,
             context: ContextLimits::default(),
             retention: RetentionBudget::default(),
@@ -46,6 +52,8 @@ impl Limits {
             "emergency_text_ceiling_bytes": self.emergency_text_ceiling,
             "max_wait_secs": self.max_wait_secs,
             "header_read_timeout_secs": self.header_read_timeout_secs,
+            "body_read_timeout_secs": self.body_read_timeout_secs,
+            "max_http_connections": self.max_http_connections,
             "project_context": {
                 "max_files": c.max_files,
                 "per_file_bytes": c.per_file_bytes,

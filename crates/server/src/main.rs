@@ -156,6 +156,8 @@ async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::
         deployment_wait_secs: server.config.max_wait_secs,
         server_card: card::server_card(&server),
         header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
+        body_read_timeout: Duration::from_secs(limits.body_read_timeout_secs),
+        max_connections: limits.max_http_connections,
         shutdown_grace: Duration::from_secs(limits.shutdown_grace_secs),
         bearer: server
             .config

@@ -41,6 +41,12 @@ pub struct HttpConfig {
     pub server_card: Value,
     /// How long a client may take to send its request headers.
     pub header_read_timeout: Duration,
+    /// How long a client may take to send its request body once the headers
+    /// are in (a body that never ends is answered 408).
+    pub body_read_timeout: Duration,
+    /// Connections served at once; further clients wait in the listen
+    /// backlog until one ends.
+    pub max_connections: usize,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
     /// When set, `/mcp` requires `Authorization: Bearer <token>`.
@@ -103,7 +109,19 @@ pub async fn serve<D: Dispatcher>(
     let state = Arc::new(State { dispatcher, config });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        state.config.max_connections.max(1),
+    ));
     loop {
+        // A free connection slot first: at the limit, new clients queue in
+        // the kernel's backlog instead of costing a task and a descriptor.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -129,6 +147,7 @@ pub async fn serve<D: Dispatcher>(
                     if let Err(e) = conn.await {
                         tracing::debug!("connection from {peer} ended: {e}");
                     }
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,
@@ -465,12 +484,21 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
         Ok(b) => b,
         Err(e) => return respond(StatusCode::BAD_REQUEST, Some(&error_response(None, &e))),
     };
-    let body = match Limited::new(req.into_body(), cfg.max_body_bytes)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    let collected = tokio::time::timeout(
+        cfg.body_read_timeout,
+        Limited::new(req.into_body(), cfg.max_body_bytes).collect(),
+    )
+    .await;
+    let body = match collected {
+        Err(_elapsed) => {
+            let err = refusal(
+                "The request body did not arrive in time; send the whole body at once",
+                "body_read_timeout",
+            );
+            return respond(StatusCode::REQUEST_TIMEOUT, Some(&err));
+        }
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) => {
             if e.is::<http_body_util::LengthLimitError>() {
                 return too_large();
             }

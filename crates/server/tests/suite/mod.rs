@@ -1,3 +1,4 @@
+mod abuse;
 mod cli;
 mod exec;
 mod files;

@@ -1,0 +1,206 @@
+//! Hostile HTTP traffic: every malformed request gets its precise answer or
+//! is closed by a timeout, descriptors stay bounded, and the server keeps
+//! serving the next client.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::harness::*;
+
+/// Longest a timed-out connection may stay open: the 10 s read timeouts plus
+/// a wide margin for a loaded machine (a liveness bound, not a speed claim).
+const CLOSE_WITHIN: Duration = Duration::from_secs(60);
+
+/// Writes what it can (the server may close early) and reads to the end.
+fn exchange(addr: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(CLOSE_WITHIN)).unwrap();
+    let _ = s.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn status_of(raw: &[u8]) -> Option<u16> {
+    let head = String::from_utf8_lossy(raw);
+    head.split(' ').nth(1)?.parse().ok()
+}
+
+fn post_bytes(s: &HttpServer, body: &[u8]) -> (u16, serde_json::Value) {
+    let r = s.raw_request(
+        "POST",
+        "/mcp",
+        &[("Content-Type", "application/json")],
+        Some(body),
+    );
+    let v = serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null);
+    (r.status, v)
+}
+
+#[test]
+fn malformed_bodies_get_precise_errors() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+    let s = HttpServer::start(ws.path(), &[]);
+    let deep_array = "[".repeat(10_000);
+    let deep_params = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{}1{}}}"#,
+        r#"{"a":"#.repeat(10_000),
+        "}".repeat(10_000)
+    );
+    let parse_errors: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", br#"{"jsonrpc":"2.0","id":1,"method":"pi"#.to_vec()),
+        ("deep array", deep_array.into_bytes()),
+        ("deep params", deep_params.into_bytes()),
+        ("invalid UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\xfeng\"}".to_vec()),
+        (
+            "number out of range",
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a.txt","start_line":1e400}}}"#.to_vec(),
+        ),
+        ("empty body", Vec::new()),
+        ("NUL bytes", b"\0\0\0\0".to_vec()),
+    ];
+    for (name, body) in &parse_errors {
+        let (status, v) = post_bytes(&s, body);
+        assert_eq!(
+            (status, v["error"]["code"].clone()),
+            (400, json!(-32700)),
+            "{name}: {v}"
+        );
+        assert!(v.get("id").is_none(), "{name}: {v}");
+    }
+    let invalid: Vec<(&str, serde_json::Value)> = vec![
+        (
+            "jsonrpc a number",
+            json!({"jsonrpc": 2, "id": 1, "method": "ping"}),
+        ),
+        (
+            "method a number",
+            json!({"jsonrpc": "2.0", "id": 1, "method": 5}),
+        ),
+        (
+            "id an object",
+            json!({"jsonrpc": "2.0", "id": {}, "method": "ping"}),
+        ),
+        (
+            "id a fraction",
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}),
+        ),
+        (
+            "id beyond i64",
+            serde_json::from_str(
+                r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#,
+            )
+            .unwrap(),
+        ),
+        (
+            "params a string",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"}),
+        ),
+        ("not an object", json!("ping")),
+    ];
+    for (name, body) in &invalid {
+        let (status, v) = post_bytes(&s, body.to_string().as_bytes());
+        assert_eq!(v["error"]["code"], -32600, "{name}: {status} {v}");
+        assert!(status == 200 || status == 400, "{name}: {status}");
+    }
+    // Wrong types inside a tool call are tool results, not transport errors.
+    for args in [
+        json!({"path": 5}),
+        json!({"path": "a.txt", "start_line": "1"}),
+        json!({"path": "a.txt", "start_line": -1}),
+        json!({"path": "a.txt", "start_line": 1e300}),
+        json!({"path": ["a.txt"]}),
+        json!({"path": null}),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "read_file", "arguments": args}});
+        let (status, v) = post_bytes(&s, body.to_string().as_bytes());
+        assert_eq!(status, 200, "{args}: {v}");
+        assert_eq!(v["result"]["isError"], true, "{args}: {v}");
+        assert_eq!(
+            v["result"]["structuredContent"]["error"]["code"], "INVALID_ARGUMENT",
+            "{args}: {v}"
+        );
+    }
+    // Duplicate keys: one answer, to one id.
+    let (status, v) = post_bytes(&s, br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
+    assert!(status == 200 || status == 400, "{status} {v}");
+    assert!(v.is_object(), "{v}");
+    // Still serving.
+    let (status, v) = post_bytes(
+        &s,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!((status, v["id"].clone()), (200, json!(9)), "{v}");
+}
+
+#[test]
+fn slow_and_oversized_requests_are_cut_off_and_descriptors_stay_bounded() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let addr = s.addr.clone();
+    // Oversized headers: refused (431) or closed, never served.
+    let huge = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        "a".repeat(1 << 20)
+    );
+    let raw = exchange(&addr, huge.as_bytes());
+    assert!(
+        matches!(status_of(&raw), None | Some(431)),
+        "{:?}",
+        status_of(&raw)
+    );
+    // Slow headers (slowloris), a body that never ends, and 400 idle
+    // connections, all at once.
+    let slow_headers = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            exchange(
+                &addr,
+                b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: appl",
+            )
+        })
+    };
+    let endless_body = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            exchange(
+                &addr,
+                b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
+            )
+        })
+    };
+    let idle: Vec<TcpStream> = (0..400)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", s.child.id()))
+        .unwrap()
+        .count();
+    assert!(
+        fds <= 256 + 32,
+        "{fds} descriptors with 402 stalled clients (limit 256 connections)"
+    );
+    let raw = slow_headers.join().unwrap();
+    assert!(
+        matches!(status_of(&raw), None | Some(408)),
+        "slow headers: {:?}",
+        String::from_utf8_lossy(&raw)
+    );
+    let raw = endless_body.join().unwrap();
+    assert_eq!(
+        status_of(&raw),
+        Some(408),
+        "endless body: {:?}",
+        String::from_utf8_lossy(&raw)
+    );
+    drop(idle);
+    // The next client is served.
+    let r = s.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}), &[]);
+    assert_eq!((r.status, r.json()["id"].clone()), (200, json!(3)));
+}
