@@ -48,14 +48,20 @@ pub async fn run(f: &Fixture, r: ExecRequest, wait: Duration) -> Snapshot {
 
 /// Whether any process of group `pgid` is alive (zombies excluded).
 pub fn group_alive(pgid: &str) -> bool {
+    group_size(pgid) > 0
+}
+
+/// Processes of group `pgid` that are not zombies.
+pub fn group_size(pgid: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(Result::ok)
-        .any(|e| {
+        .filter(|e| {
             let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
             // pid (comm) state ppid pgrp ...
             let after = stat.rsplit_once(") ").map(|x| x.1).unwrap_or("");
             let fields: Vec<&str> = after.split_whitespace().collect();
             fields.len() > 2 && fields[2] == pgid && fields[0] != "Z"
         })
+        .count()
 }

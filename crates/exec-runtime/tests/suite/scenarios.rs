@@ -424,3 +424,72 @@ async fn landlock_confines_writes_to_the_workspace_and_runtime_dir() {
     assert!(s.stdout.text.contains("rc=0"), "{s:?}");
     assert!(target.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_forked_sleepers_are_all_gone_after_kill() {
+    let f = fixture(PermissionMode::Trusted);
+    let s = run(
+        &f,
+        req("echo $$ > pid; i=0; while [ $i -lt 100 ]; do sleep 100 & i=$((i+1)); done; echo forked; wait"),
+        Duration::from_millis(300),
+    )
+    .await;
+    assert_eq!(s.status, Status::Running, "{s:?}");
+    let pgid = std::fs::read_to_string(f.ws.path().join("pid"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    // Wait for the fork loop to finish (its output says so).
+    let mut out = s.stdout.text.clone();
+    while !out.contains("forked") {
+        let p =
+            f.rt.poll(&s.command_id, "", SEC, std::future::pending(), 1 << 16)
+                .await
+                .unwrap();
+        out.push_str(&p.stdout.text);
+    }
+    assert!(group_size(&pgid) >= 101, "{} processes", group_size(&pgid));
+    let k =
+        f.rt.kill(&s.command_id, Signal::TERM, SEC, 2 * SEC, 100)
+            .await
+            .unwrap();
+    assert_ne!(k.status, KillStatus::Terminating, "{k:?}");
+    assert_eq!(group_size(&pgid), 0, "sleepers survived the kill");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_that_closes_its_output_keeps_running_until_killed() {
+    let f = fixture(PermissionMode::Safe);
+    let s = run(
+        &f,
+        req("echo before; exec >&- 2>&-; echo $$ > pid; sleep 100"),
+        Duration::from_millis(500),
+    )
+    .await;
+    // Closed pipes are not an exit: it is still running, with its output.
+    assert_eq!(
+        (s.status, s.stdout.text.as_str()),
+        (Status::Running, "before\n")
+    );
+    let p =
+        f.rt.poll(
+            &s.command_id,
+            "",
+            Duration::from_millis(300),
+            std::future::pending(),
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.status, Status::Running);
+    let pgid = std::fs::read_to_string(f.ws.path().join("pid"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let k =
+        f.rt.kill(&s.command_id, Signal::TERM, SEC, 2 * SEC, 100)
+            .await
+            .unwrap();
+    assert_eq!(k.status, KillStatus::Terminated, "{k:?}");
+    assert!(!group_alive(&pgid));
+}
