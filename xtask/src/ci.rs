@@ -74,6 +74,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     let _ = http.wait();
     vectors?;
     crate::harness::run(&[])?;
+    // A short load run (`cargo xtask load` runs 60 s on demand).
+    crate::load::run(&["--secs".into(), "10".into()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }

@@ -1,17 +1,20 @@
 //! `cargo xtask`: the project's automation, in Rust rather than shell.
 //!
 //! * `ci` — everything CI runs: formatting, clippy, every test, the schema
-//!   drift check, and the official Python SDK against the real binary (the SDK
-//!   is installed into a venv under `target/`).
+//!   drift check, cargo-deny, the official Python and TypeScript SDKs and the
+//!   official conformance suite against the real binary (installed under
+//!   `target/`), the contract vectors, the coding loop and a 10 s load run.
 //! * `schema [--write]` — renders `docs/tools.md` from the binary's
 //!   `tools/list` and fails when the committed file differs.
-//! * `bench [--runs N] [--peer CMD]` — start-up to the first `tools/list`
-//!   answer over stdio, against `cat` echoing a line (and, with `--peer`,
-//!   against another server command), as ratios measured in the same run.
+//! * `bench [--runs N] [--peer CMD] [--only GROUP]` — every measured
+//!   operation against its reference (cat, rg, git, a bare spawn) and, with
+//!   `--peer`, against another server, as ratios measured in the same run.
 //! * `conformance [--server-cmd 'CMD {ws}' | --url URL]` — the contract
 //!   vectors of `tests/conformance/vectors.json` against any server.
 //! * `loop` — the coding-loop harness: a whole agent loop through the real
 //!   binary on a fixture project.
+//! * `load [--secs N] [--clients N]` — N HTTP clients mixing every kind of
+//!   tool against one server: requests, errors, p99, lost patches, peak RSS.
 
 #![allow(
     clippy::print_stdout,
@@ -23,6 +26,7 @@ mod bench;
 mod ci;
 mod conformance;
 mod harness;
+mod load;
 mod peer;
 mod schema;
 #[cfg(test)]
@@ -46,6 +50,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(rest),
         "conformance" => conformance::run(rest),
         "loop" => harness::run(rest),
+        "load" => load::run(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }
