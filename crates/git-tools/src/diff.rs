@@ -445,18 +445,7 @@ impl GitRepo {
                             side(&location, &id, mode(entry_mode)),
                         ) {
                             (Some(o), Some(n)) => {
-                                let sim = if o.data == n.data {
-                                    100
-                                } else {
-                                    similarity(&o.data, &n.data)
-                                };
-                                Some(render_file(
-                                    &repo,
-                                    Some(&o),
-                                    Some(&n),
-                                    opts.context_lines,
-                                    Some(sim),
-                                ))
+                                Some(render_rename(&repo, &o, &n, opts.context_lines))
                             }
                             _ => None,
                         }
@@ -650,18 +639,7 @@ impl GitRepo {
                         side(&location, id, entry_mode),
                     ) {
                         (Some(o), Some(n)) => {
-                            let sim = if o.data == n.data {
-                                100
-                            } else {
-                                similarity(&o.data, &n.data)
-                            };
-                            Some(render_file(
-                                &repo,
-                                Some(&o),
-                                Some(&n),
-                                opts.context_lines,
-                                Some(sim),
-                            ))
+                            Some(render_rename(&repo, &o, &n, opts.context_lines))
                         }
                         _ => None,
                     }
@@ -697,6 +675,16 @@ impl GitRepo {
         }
         Ok(blob(&repo, entry.object_id()))
     }
+}
+
+/// A rename (or copy) from `old` to `new`, with git's similarity index.
+fn render_rename(repo: &gix::Repository, old: &Side, new: &Side, ctx: u32) -> (String, FileDiff) {
+    let sim = if old.data == new.data {
+        100
+    } else {
+        similarity(&old.data, &new.data)
+    };
+    render_file(repo, Some(old), Some(new), ctx, Some(sim))
 }
 
 /// Percentage of lines kept, for renames that also changed.

@@ -8,9 +8,7 @@
 //! is gone: a live process (another server on the same workspace, or a
 //! recycled id) keeps its files.
 
-use std::path::Path;
-
-use ctm_workspace_fs::Workspace;
+use ctm_workspace_fs::{FilesRequest, Globs, SortKey, Workspace, list_files};
 use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
@@ -49,46 +47,49 @@ fn alive(pid: i32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
 }
 
-/// Walks the workspace (hidden and ignored files included, `.git` and
-/// symlinks not followed) and removes leftovers of processes that are gone.
+/// Lists the workspace's leftovers with [`ctm_workspace_fs::list_files`]
+/// (hidden and ignored files included, `.git` and symlinks not followed)
+/// and removes those of processes that are gone.
 pub fn clean_leftovers(ws: &Workspace) -> Leftovers {
     let mut out = Leftovers::default();
-    let root = ws.root().to_path_buf();
-    let walk = ignore::WalkBuilder::new(&root)
-        .standard_filters(false)
-        .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
-    let me = std::process::id();
-    for entry in walk.flatten() {
-        let Some(name) = entry.file_name().to_str() else {
-            continue;
+    let listing = Globs::new(&[format!("{TEMP_PREFIX}*")], &[]).and_then(|globs| {
+        let root = ws.resolve(".")?;
+        let req = FilesRequest {
+            globs,
+            include_hidden: true,
+            include_ignored: true,
+            max_results: usize::MAX,
+            sort: SortKey::Name,
         };
-        let Some(pid) = owner(name) else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
+        list_files(ws, &root, &req)
+    });
+    let entries = match listing {
+        Ok(l) => l.entries,
+        Err(e) => {
+            out.failed.push((".".into(), e.to_string()));
+            return out;
         }
-        let Ok(rel) = entry.path().strip_prefix(&root) else {
+    };
+    let me = std::process::id();
+    for entry in entries {
+        let Some(pid) = owner(&entry.name) else {
             continue;
         };
-        let shown = rel.to_string_lossy().into_owned();
         if u32::try_from(pid).is_ok_and(|p| p == me) || alive(pid) {
             out.kept += 1;
             continue;
         }
-        match remove(ws, rel) {
-            Ok(()) => out.removed.push(shown),
-            Err(e) => out.failed.push((shown, e)),
+        match remove(ws, &entry.path) {
+            Ok(()) => out.removed.push(entry.path),
+            Err(e) => out.failed.push((entry.path, e)),
         }
     }
     out
 }
 
 /// Unlinks `rel` through a directory opened beneath the root.
-fn remove(ws: &Workspace, rel: &Path) -> Result<(), String> {
-    let wp = ws
-        .resolve(&rel.to_string_lossy())
-        .map_err(|e| e.to_string())?;
+fn remove(ws: &Workspace, rel: &str) -> Result<(), String> {
+    let wp = ws.resolve(rel).map_err(|e| e.to_string())?;
     let (dir, name) = ws.open_parent(&wp, false).map_err(|e| e.to_string())?;
     match rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),

@@ -432,20 +432,10 @@ fn locate(
             .copied()
             .filter(|&s| norms[t][s..s + want.len()] == want[..])
             .collect();
-        match hits.len() {
-            0 => continue,
-            1 => return Ok(Some((hits[0], *tier))),
-            // Anchors and the end marker say where: the nearest wins.
-            _ if !chunk.anchors.is_empty() || chunk.eof => return Ok(Some((hits[0], *tier))),
-            count => {
-                return Err(PlanError::Ambiguous {
-                    index,
-                    patch_line: chunk.line,
-                    count,
-                    lines: hits.iter().map(|s| s + 1).collect(),
-                    tier: *tier,
-                });
-            }
+        // Anchors and the end marker say where: the nearest wins.
+        let pinned = !chunk.anchors.is_empty() || chunk.eof;
+        if let Some(found) = verdict(&hits, *tier, pinned, chunk, index)? {
+            return Ok(Some(found));
         }
     }
     // Models sometimes write hunks out of file order: accept a unique match
@@ -456,22 +446,35 @@ fn locate(
             let hits: Vec<usize> = (0..window_start.min(last_start + 1))
                 .filter(|&s| norms[t][s..s + want.len()] == want[..])
                 .collect();
-            match hits.len() {
-                0 => {}
-                1 => return Ok(Some((hits[0], *tier))),
-                count => {
-                    return Err(PlanError::Ambiguous {
-                        index,
-                        patch_line: chunk.line,
-                        count,
-                        lines: hits.iter().map(|s| s + 1).collect(),
-                        tier: *tier,
-                    });
-                }
+            if let Some(found) = verdict(&hits, *tier, false, chunk, index)? {
+                return Ok(Some(found));
             }
         }
     }
     Ok(None)
+}
+
+/// One tier's matches: none (try the next tier), one (or several when
+/// `pinned`: the first) found, or several and ambiguous.
+fn verdict(
+    hits: &[usize],
+    tier: Tier,
+    pinned: bool,
+    chunk: &Chunk,
+    index: usize,
+) -> Result<Option<(usize, Tier)>, PlanError> {
+    match hits {
+        [] => Ok(None),
+        [only] => Ok(Some((*only, tier))),
+        [first, ..] if pinned => Ok(Some((*first, tier))),
+        _ => Err(PlanError::Ambiguous {
+            index,
+            patch_line: chunk.line,
+            count: hits.len(),
+            lines: hits.iter().map(|s| s + 1).collect(),
+            tier,
+        }),
+    }
 }
 
 fn not_found(norms: &[Vec<String>], old: &[String], chunk: &Chunk, index: usize) -> PlanError {
