@@ -398,12 +398,9 @@ fn startup(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         ws_arg.clone(),
     ];
     let cat = vec!["cat".to_owned()];
-    let peer_cmd: Option<Vec<String>> = peer.map(|p| {
-        p.replace("{ws}", &ws_arg)
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect()
-    });
+    let peer_cmd = peer
+        .map(|p| crate::peer::template_words(p, ws.path()))
+        .transpose()?;
     round_trip(&ours, ws.path())?;
     round_trip(&cat, ws.path())?;
     let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
@@ -582,10 +579,8 @@ impl Client {
     /// The `--peer` server on `ws`, after the handshake (which any server
     /// of the handshake era needs before tools/call).
     fn start_peer(template: &str, ws: &Path) -> Result<Self> {
-        let line = template.replace("{ws}", &ws.to_string_lossy());
-        let mut words = line.split_whitespace();
-        let prog = words.next().context("empty --peer")?;
-        let peer = Peer::spawn(Command::new(prog).args(words).current_dir(ws))?;
+        let words = crate::peer::template_words(template, ws)?;
+        let peer = Peer::spawn(Command::new(&words[0]).args(&words[1..]).current_dir(ws))?;
         let mut client = Self { peer, id: 1 };
         client.peer.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#)?;
         client.peer.recv()?;

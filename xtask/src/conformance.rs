@@ -262,10 +262,8 @@ pub fn run(args: &[String]) -> Result<()> {
     if let Some(tpl) = &server_cmd {
         let ws = tempfile::tempdir()?;
         std::fs::write(ws.path().join("AGENTS.md"), "# Rules\nVector workspace.\n")?;
-        let line = tpl.replace("{ws}", &ws.path().to_string_lossy());
-        let mut words = line.split_whitespace();
-        let prog = words.next().context("empty --server-cmd")?;
-        let mut s = Peer::spawn(Command::new(prog).args(words))?;
+        let words = crate::peer::template_words(tpl, ws.path())?;
+        let mut s = Peer::spawn(Command::new(&words[0]).args(&words[1..]))?;
         for (i, v) in vectors
             .iter()
             .filter(|v| v["transport"] != "http")

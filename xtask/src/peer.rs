@@ -12,6 +12,20 @@ pub struct Peer {
     stdout: BufReader<ChildStdout>,
 }
 
+/// A `--peer`/`--server-cmd` template (`CMD ARGS... {ws}`) as its words,
+/// with `{ws}` replaced by the workspace.
+pub fn template_words(template: &str, ws: &std::path::Path) -> Result<Vec<String>> {
+    let words: Vec<String> = template
+        .replace("{ws}", &ws.to_string_lossy())
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if words.is_empty() {
+        bail!("empty server command template");
+    }
+    Ok(words)
+}
+
 impl Peer {
     /// Spawns `cmd` with piped stdin/stdout and stderr discarded.
     pub fn spawn(cmd: &mut Command) -> Result<Self> {
