@@ -86,6 +86,23 @@ const fn string() -> Kind {
     }
 }
 
+/// The output parameters every exec tool takes.
+const MAX_OUTPUT_BYTES: Param = opt(
+    "max_output_bytes",
+    int(1, Some(MIB), Some(64 * 1024)),
+    "Most output bytes in this answer.",
+);
+const VERBOSITY_PARAM: Param = opt(
+    "verbosity",
+    choice(VERBOSITY, None),
+    "How much output to include.",
+);
+const PREVIEW_BYTES: Param = opt(
+    "preview_bytes",
+    int(1, Some(MIB), Some(4_096)),
+    "Preview size for summary/preview verbosity.",
+);
+
 const fn non_empty() -> Kind {
     Kind::Str {
         min_len: Some(1),
@@ -354,21 +371,9 @@ pub const TOOLS: &[ToolSpec] = &[
                 int(0, Some(30_000), Some(10_000)),
                 "Longest wait before answering running.",
             ),
-            opt(
-                "max_output_bytes",
-                int(1, Some(MIB), Some(64 * 1024)),
-                "Most output bytes in this answer.",
-            ),
-            opt(
-                "verbosity",
-                choice(VERBOSITY, None),
-                "How much output to include.",
-            ),
-            opt(
-                "preview_bytes",
-                int(1, Some(MIB), Some(4_096)),
-                "Preview size for summary/preview verbosity.",
-            ),
+            MAX_OUTPUT_BYTES,
+            VERBOSITY_PARAM,
+            PREVIEW_BYTES,
             opt(
                 "stdin",
                 string_or(""),
@@ -400,21 +405,9 @@ pub const TOOLS: &[ToolSpec] = &[
                 int(0, Some(30_000), Some(10_000)),
                 "Longest wait for output.",
             ),
-            opt(
-                "max_output_bytes",
-                int(1, Some(MIB), Some(64 * 1024)),
-                "Most output bytes in this answer.",
-            ),
-            opt(
-                "verbosity",
-                choice(VERBOSITY, None),
-                "How much output to include.",
-            ),
-            opt(
-                "preview_bytes",
-                int(1, Some(MIB), Some(4_096)),
-                "Preview size for summary/preview verbosity.",
-            ),
+            MAX_OUTPUT_BYTES,
+            VERBOSITY_PARAM,
+            PREVIEW_BYTES,
         ],
     },
     ToolSpec {
@@ -444,21 +437,9 @@ pub const TOOLS: &[ToolSpec] = &[
                 int(0, Some(30_000), Some(2_000)),
                 "Wait after KILL.",
             ),
-            opt(
-                "max_output_bytes",
-                int(1, Some(MIB), Some(64 * 1024)),
-                "Most output bytes in this answer.",
-            ),
-            opt(
-                "verbosity",
-                choice(VERBOSITY, None),
-                "How much output to include.",
-            ),
-            opt(
-                "preview_bytes",
-                int(1, Some(MIB), Some(4_096)),
-                "Preview size for summary/preview verbosity.",
-            ),
+            MAX_OUTPUT_BYTES,
+            VERBOSITY_PARAM,
+            PREVIEW_BYTES,
         ],
     },
     ToolSpec {
