@@ -439,6 +439,19 @@ impl ExecRuntime {
             .workspace
             .resolve(&req.workdir)
             .map_err(ExecError::Workdir)?;
+        // The child enters the directory through this handle (fchdir), never
+        // by its path: a directory swapped for a symlink after the check
+        // cannot move the command outside the workspace.
+        let (cwd_handle, kind) = self
+            .inner
+            .workspace
+            .open_beneath(&workdir)
+            .map_err(ExecError::Workdir)?;
+        if kind != ctm_workspace_fs::Kind::Directory {
+            return Err(ExecError::Workdir(FsError::NotADirectory(
+                workdir.as_given().to_owned(),
+            )));
+        }
         let cwd = self
             .inner
             .workspace
@@ -484,7 +497,7 @@ impl ExecRuntime {
             self.inner.workspace.root().to_path_buf(),
             dirs.root().to_path_buf(),
         ];
-        let cmd = self.spawn(&req, &cwd, &env, &writable)?;
+        let cmd = self.spawn(&req, cwd_handle, &env, &writable)?;
         self.commands().insert(cmd.id.clone(), cmd.clone());
         self.watchdog(&cmd, req.timeout);
         let end = wait_for(&cmd, Instant::now() + wait, None, cancel).await;
@@ -494,7 +507,7 @@ impl ExecRuntime {
     fn spawn(
         &self,
         req: &ExecRequest,
-        cwd: &std::path::Path,
+        cwd: std::fs::File,
         env: &BTreeMap<String, String>,
         writable: &[PathBuf],
     ) -> Result<Arc<Cmd>, ExecError> {
@@ -527,6 +540,7 @@ impl ExecRuntime {
             })
         };
         let child_setup = move || -> std::io::Result<()> {
+            rustix::process::fchdir(&cwd).map_err(std::io::Error::from)?;
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
                 .map_err(std::io::Error::from)?;
             if let Some(r) = ruleset.take() {
@@ -540,12 +554,11 @@ impl ExecRuntime {
             let command = pty_process::Command::new("/bin/sh")
                 .arg("-c")
                 .arg(&req.cmd)
-                .current_dir(cwd)
                 .env_clear()
                 .envs(env);
             // SAFETY: the closure runs in the child between fork and exec; it
-            // only makes two syscalls (prctl, landlock_restrict_self) on
-            // values prepared before the fork.
+            // only makes three syscalls (fchdir, prctl, landlock_restrict_self)
+            // on values prepared before the fork.
             #[allow(unsafe_code)]
             let command = unsafe { command.pre_exec(child_setup) };
             let child = command
@@ -572,7 +585,6 @@ impl ExecRuntime {
         command
             .arg("-c")
             .arg(&req.cmd)
-            .current_dir(cwd)
             .env_clear()
             .envs(env)
             .stdin(std::process::Stdio::piped())
@@ -580,7 +592,7 @@ impl ExecRuntime {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        // SAFETY: as above — two syscalls on values prepared before the fork.
+        // SAFETY: as above — three syscalls on values prepared before the fork.
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(child_setup);

@@ -47,6 +47,8 @@ impl GitRepo {
         end: Option<u32>,
         max_lines: u32,
     ) -> Result<BlameOutcome, GitError> {
+        // The path's boundary verdict comes before anything about history.
+        self.repo_path(path)?;
         let repo = self.local();
         let id = self.commit_id(&repo, rev)?;
         let content = self.file_at(rev, path)?;

@@ -354,7 +354,7 @@ impl GitRepo {
         paths
             .iter()
             .map(|p| {
-                let wp = self.ws.resolve(p)?;
+                let wp = self.ws.check(p)?;
                 Ok(if wp.is_root() {
                     String::new()
                 } else {
@@ -553,11 +553,11 @@ impl GitRepo {
         paths: &[String],
         opts: DiffOptions,
     ) -> Result<(crate::log::CommitInfo, DiffOutcome), GitError> {
+        let filters = self.filters(paths)?;
         let repo = self.local();
         let id = self.commit_id(&repo, rev)?;
         let commit = repo.find_commit(id).map_err(GitError::git)?;
         let info = commit_info(&commit)?;
-        let filters = self.filters(paths)?;
         let tree = commit.tree().map_err(GitError::git)?;
         let parent_tree = match commit.parent_ids().next() {
             Some(p) => Some(
@@ -655,9 +655,9 @@ impl GitRepo {
 
     /// A file's content at a revision (`git show rev:path`).
     pub fn file_at(&self, rev: &str, path: &str) -> Result<Vec<u8>, GitError> {
+        let rp = self.repo_path(path)?;
         let repo = self.local();
         let id = self.commit_id(&repo, rev)?;
-        let rp = self.repo_path(path)?;
         let commit = repo.find_commit(id).map_err(GitError::git)?;
         let tree = commit.tree().map_err(GitError::git)?;
         let entry = tree

@@ -72,12 +72,13 @@ impl GitRepo {
         skip: usize,
         max_count: usize,
     ) -> Result<LogOutcome, GitError> {
-        let repo = self.local();
-        let tip = self.commit_id(&repo, rev)?;
+        // The path's boundary verdict comes before anything about history.
         let repo_path = match path {
             Some(p) => Some(self.repo_path(p)?).filter(|p| !p.is_empty()),
             None => (!self.prefix.is_empty()).then(|| self.prefix.clone()),
         };
+        let repo = self.local();
+        let tip = self.commit_id(&repo, rev)?;
         let walk = repo
             .rev_walk([tip])
             .sorting(gix::revision::walk::Sorting::ByCommitTime(

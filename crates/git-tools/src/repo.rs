@@ -99,7 +99,7 @@ impl GitRepo {
 
     /// Repository-relative path of a workspace-relative one (checked by the boundary).
     pub(crate) fn repo_path(&self, ws_path: &str) -> Result<String, GitError> {
-        let p = self.ws.resolve(ws_path)?;
+        let p = self.ws.check(ws_path)?;
         let rel = if p.is_root() {
             String::new()
         } else {

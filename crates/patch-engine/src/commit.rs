@@ -201,7 +201,7 @@ impl PatchEngine {
     }
 
     fn resolve(&self, raw: &str) -> Result<WorkspacePath, PatchError> {
-        let p = self.ws.resolve(raw)?;
+        let p = self.ws.check(raw)?;
         if p.is_root() {
             return Err(PatchError::IsDirectory(raw.to_owned()));
         }

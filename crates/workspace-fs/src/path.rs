@@ -127,10 +127,48 @@ impl Workspace {
                 }
             }
         }
+        // `./~/x`, `./C:/x` and `a/../\\srv` read as the forms they reduce to,
+        // so a path and its normal form always get the same verdict.
+        let normal = out.to_string_lossy();
+        if normal.starts_with('~') || looks_like_windows_absolute(&normal) {
+            return Err(FsError::Absolute(input.to_owned()));
+        }
         Ok(WorkspacePath {
             input: input.to_owned(),
             relative: out,
         })
+    }
+
+    /// The boundary verdict every tool gives a path it may not open itself
+    /// (history filters, files to create, patch targets): [`Self::resolve`]'s
+    /// lexical checks, then the part of the path that exists is resolved
+    /// beneath the root exactly as [`Self::open_beneath`] resolves it. A
+    /// symlink that leaves the root is `SymlinkEscape`, a loop `SymlinkLoop`;
+    /// a path whose tail does not exist yet passes.
+    pub fn check(&self, input: &str) -> Result<WorkspacePath, FsError> {
+        let path = self.resolve(input)?;
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let mut probe = path.relative().to_path_buf();
+        loop {
+            let rel = if probe.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                probe.as_path()
+            };
+            let opened = match open_beneath_kernel(&self.root_fd, rel, flags) {
+                Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags),
+                other => other.map_err(|e| errno_to_error(&path, e)),
+            };
+            match opened {
+                Err(FsError::SymlinkEscape(_)) => {
+                    return Err(FsError::SymlinkEscape(input.to_owned()));
+                }
+                Err(FsError::SymlinkLoop(_)) => return Err(FsError::SymlinkLoop(input.to_owned())),
+                // Missing here: the verdict is the existing ancestor's.
+                Err(FsError::NotFound(_) | FsError::NotADirectory(_)) if probe.pop() => {}
+                _ => return Ok(path),
+            }
+        }
     }
 
     /// Opens `path` for reading beneath the root: `openat2(RESOLVE_BENEATH)`
@@ -375,6 +413,47 @@ mod tests {
         let mut s = String::new();
         File::from(fd).read_to_string(&mut s).unwrap();
         Ok(s)
+    }
+
+    #[test]
+    fn check_judges_the_existing_part_of_a_path() {
+        let (t, w) = ws();
+        let root = w.root().to_path_buf();
+        symlink(t.path().join("ws_evil"), root.join("out")).unwrap();
+        symlink("/nonexistent/far", root.join("dangling_out")).unwrap();
+        symlink("sub", root.join("in")).unwrap();
+        symlink("loop2", root.join("loop1")).unwrap();
+        symlink("loop1", root.join("loop2")).unwrap();
+        for ok in [
+            "a.txt",
+            "missing/deeper/new.txt",
+            "in/b.txt",
+            "in/new.txt",
+            "a.txt/x",
+            ".",
+        ] {
+            assert!(w.check(ok).is_ok(), "{ok}");
+        }
+        for escape in [
+            "out",
+            "out/s",
+            "out/new/new.txt",
+            "dangling_out",
+            "dangling_out/x",
+        ] {
+            assert!(
+                matches!(w.check(escape), Err(FsError::SymlinkEscape(_))),
+                "{escape}: {:?}",
+                w.check(escape)
+            );
+        }
+        assert!(matches!(w.check("loop1/x"), Err(FsError::SymlinkLoop(_))));
+        for absolute in ["./~/x", "sub/../C:/x", "./\\\\srv/x"] {
+            assert!(
+                matches!(w.check(absolute), Err(FsError::Absolute(_))),
+                "{absolute}"
+            );
+        }
     }
 
     #[test]

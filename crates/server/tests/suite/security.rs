@@ -161,8 +161,10 @@ fn symlink_loop_terminates() {
 }
 
 /// A thread flips `flip` between a real directory and a symlink to the
-/// outside while reads, searches and listings run: none may return a byte
-/// from outside.
+/// outside while 1,000 operations run on paths through it — reads, searches,
+/// listings, patches that create files in it and commands that run in it and
+/// write a file where they stand: none may return a byte from outside, and
+/// nothing may be created outside.
 #[test]
 fn race_directory_symlink_flip_never_leaks() {
     let (t, ws) = layout();
@@ -193,14 +195,25 @@ fn race_directory_symlink_flip_never_leaks() {
             flips
         })
     };
-    let mut s = StdioServer::start(&ws, &[]);
+    let outside_before = snapshot(&t.path().join("ws_evil"));
+    let mut s = StdioServer::start(&ws, &["--permission-mode", "trusted"]);
     let n = 1000;
     let mut batch = String::new();
     for i in 0..n {
-        let msg = match i % 4 {
+        let msg = match i % 6 {
             0 | 1 => call(i, "read_file", json!({"path": "flip/data.txt"})),
             2 => call(i, "search_text", json!({"query": "E", "path": "flip"})),
-            _ => call(i, "list_files", json!({"path": "flip"})),
+            3 => call(i, "list_files", json!({"path": "flip"})),
+            4 => call(
+                i,
+                "apply_patch",
+                json!({"patch": format!("*** Begin Patch\n*** Add File: flip/new_{i}.txt\n+x\n*** End Patch\n")}),
+            ),
+            _ => call(
+                i,
+                "exec_command",
+                json!({"cmd": format!("echo x > made_{i}.txt"), "workdir": "flip"}),
+            ),
         };
         batch.push_str(&msg.to_string());
         batch.push('\n');
@@ -218,8 +231,56 @@ fn race_directory_symlink_flip_never_leaks() {
     stop.store(true, Ordering::Relaxed);
     let flips = flipper.join().unwrap();
     assert!(flips > 0);
-    // The race was real: some reads saw the directory.
-    assert!(inside_reads > 0, "no read ever succeeded; flips={flips}");
+    // Commands have ended (each answered exited); nothing landed outside.
+    assert_eq!(
+        snapshot(&t.path().join("ws_evil")),
+        outside_before,
+        "created or changed outside"
+    );
+    let created_inside = snapshot(&ws)
+        .iter()
+        .filter(|(p, _)| p.contains("/new_") || p.contains("/made_"))
+        .count();
+    // The race was real: some operations saw the directory.
+    assert!(
+        inside_reads + created_inside > 0,
+        "no operation ever reached the directory; flips={flips}"
+    );
+    eprintln!(
+        "{n} operations, {flips} flips, {inside_reads} reads inside, {created_inside} files created inside, 0 outside"
+    );
+}
+
+/// `file_link` and `dir_link` pointing outside, and the loop `loop_a` <-> `loop_b`.
+fn escape_links(t: &std::path::Path, ws: &std::path::Path) {
+    symlink(t.join("ws_evil/data.txt"), ws.join("file_link")).unwrap();
+    symlink(t.join("ws_evil"), ws.join("dir_link")).unwrap();
+    symlink("loop_b", ws.join("loop_a")).unwrap();
+    symlink("loop_a", ws.join("loop_b")).unwrap();
+}
+
+/// The tools that open `path` to read it, with their arguments.
+fn reading_tools(path: &str) -> Vec<(&'static str, Value)> {
+    vec![
+        ("read_file", json!({"path": path})),
+        ("list_dir", json!({"path": path})),
+        ("list_files", json!({"path": path})),
+        ("search_text", json!({"query": "x", "path": path})),
+        ("view_image", json!({"path": path})),
+    ]
+}
+
+/// Runs git in `dir` with a fixed identity; fails the test if git fails.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
 }
 
 /// Every file and its bytes under `dir` (the outside world, to compare).
@@ -239,29 +300,16 @@ fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// One corpus against every tool that takes a path: each refuses each
-/// escape, with the same code wherever the path is resolved the same way,
-/// and nothing outside the root is read, written or created.
+/// escape with the same code (history filters included: a link's name is
+/// judged like any path), and nothing outside the root is read, written or
+/// created.
 #[test]
 fn every_path_tool_refuses_the_escape_corpus() {
     let (t, ws) = layout();
-    symlink(t.path().join("ws_evil/data.txt"), ws.join("file_link")).unwrap();
-    symlink(t.path().join("ws_evil"), ws.join("dir_link")).unwrap();
-    symlink("loop_b", ws.join("loop_a")).unwrap();
-    symlink("loop_a", ws.join("loop_b")).unwrap();
-    let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
-            .current_dir(&ws)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap()
-            .status
-            .success();
-        assert!(ok, "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "real"]);
-    git(&["commit", "-qm", "init"]);
+    escape_links(t.path(), &ws);
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "real"]);
+    git(&ws, &["commit", "-qm", "init"]);
     let outside_before = snapshot(&t.path().join("ws_evil"));
     let corpus = [
         "../ws_evil/data.txt",
@@ -279,12 +327,8 @@ fn every_path_tool_refuses_the_escape_corpus() {
     let mut s = StdioServer::start(&ws, &["--permission-mode", "trusted"]);
     let (mut tried, mut escapes_refused) = (0, 0);
     for path in corpus {
-        let tools: Vec<(&str, Value)> = vec![
-            ("read_file", json!({"path": path})),
-            ("list_dir", json!({"path": path})),
-            ("list_files", json!({"path": path})),
-            ("search_text", json!({"query": "x", "path": path})),
-            ("view_image", json!({"path": path})),
+        let mut tools = reading_tools(path);
+        tools.extend([
             (
                 "exec_command",
                 json!({"cmd": "echo hi > made.txt", "workdir": path}),
@@ -309,7 +353,7 @@ fn every_path_tool_refuses_the_escape_corpus() {
                 "apply_patch",
                 json!({"patch": format!("*** Begin Patch\n*** Update File: real/data.txt\n*** Move to: {path}\n@@\n-inside\n+moved\n*** End Patch\n")}),
             ),
-        ];
+        ]);
         let mut codes = Vec::new();
         for (tool, args) in tools {
             tried += 1;
@@ -325,27 +369,15 @@ fn every_path_tool_refuses_the_escape_corpus() {
             codes.push((tool, code));
         }
         eprintln!("{path:?}: {codes:?}");
-        let lexical = !matches!(
-            path.split('/').next(),
-            Some("file_link" | "dir_link" | "loop_a")
-        );
+        // One resolver decides: every tool refuses, and with the same code.
+        let first = &codes[0].1;
         for (tool, code) in &codes {
-            // History filters name paths in commits and never open them, so
-            // a link's name is a valid filter there (nothing outside is read:
-            // checked above); every other tool refuses.
-            if !lexical && matches!(*tool, "git_log" | "git_diff" | "git_show") {
-                continue;
-            }
             assert_ne!(code, "ACCEPTED", "{tool} {path:?}");
-            escapes_refused += 1;
-        }
-        if lexical {
-            let first = &codes[0].1;
-            let disagree: Vec<_> = codes.iter().filter(|(_, c)| c != first).collect();
-            assert!(
-                disagree.is_empty(),
-                "{path:?}: read_file says {first}, others {disagree:?}"
+            assert_eq!(
+                code, first,
+                "{path:?}: read_file says {first}, {tool} {code}"
             );
+            escapes_refused += 1;
         }
     }
     assert_eq!(
@@ -359,4 +391,152 @@ fn every_path_tool_refuses_the_escape_corpus() {
     );
     assert!(!ws.join("made.txt").exists() && !t.path().join("made.txt").exists());
     eprintln!("{tried} calls, {escapes_refused} escapes refused, 0 leaked or written");
+}
+
+/// A `.git` file whose `gitdir:` points outside: no git tool reads that
+/// repository, and the refusal says why.
+#[test]
+fn dot_git_file_pointing_outside_is_refused_by_every_git_tool() {
+    let (t, ws) = layout();
+    let outside = t.path().join("ws_evil");
+    git(&outside, &["init", "-q"]);
+    git(&outside, &["add", "data.txt"]);
+    git(&outside, &["commit", "-qm", SECRET]);
+    std::fs::write(
+        ws.join(".git"),
+        format!("gitdir: {}\n", outside.join(".git").display()),
+    )
+    .unwrap();
+    let mut s = StdioServer::start(&ws, &[]);
+    for (tool, args) in [
+        ("git_status", json!({})),
+        ("git_log", json!({})),
+        ("git_diff", json!({})),
+        ("git_show", json!({"rev": "HEAD"})),
+        ("git_blame", json!({"path": "data.txt"})),
+    ] {
+        let r = s.request(&call(1, tool, args));
+        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
+        let error = &r["result"]["structuredContent"]["error"];
+        assert_eq!(error["category"], "security", "{tool}: {r}");
+    }
+}
+
+/// The boundary verdict of a path: the code (and reason) of a refusal for
+/// leaving the workspace, or "inside" when the tool got past the boundary
+/// (whatever it then said).
+fn verdict(r: &Value) -> String {
+    let error = &r["result"]["structuredContent"]["error"];
+    let code = error["code"].as_str().unwrap_or("");
+    let reason = error["details"]["reason"].as_str().unwrap_or("");
+    match (code, reason) {
+        ("ABSOLUTE_PATH_DENIED" | "PATH_OUTSIDE_WORKSPACE" | "SYMLINK_ESCAPE", _) => code.into(),
+        ("INVALID_ARGUMENT", "symlink_loop" | "invalid_path") => format!("{code}/{reason}"),
+        _ => "inside".into(),
+    }
+}
+
+/// Property: a path accepted by one tool is accepted by all. Paths are drawn
+/// (seeded, reproducible) from components that mix lexical escapes, links
+/// out, links in, a loop, missing names and absolute forms; every tool that
+/// takes a path must give the same boundary verdict for each.
+#[test]
+fn one_resolver_every_tool_gives_the_same_verdict() {
+    let (t, ws) = layout();
+    escape_links(t.path(), &ws);
+    symlink("../ws_evil", ws.join("rel_link")).unwrap();
+    symlink("real", ws.join("in_link")).unwrap();
+    symlink(ws.join("real/data.txt"), ws.join("abs_in_file_link")).unwrap();
+    symlink("/nonexistent/outside", ws.join("dangling_out")).unwrap();
+    symlink("real/none", ws.join("dangling_in")).unwrap();
+    git(&ws, &["init", "-q"]);
+    let parts = [
+        "..",
+        ".",
+        "real",
+        "data.txt",
+        "file_link",
+        "dir_link",
+        "rel_link",
+        "in_link",
+        "abs_in_file_link",
+        "loop_a",
+        "dangling_out",
+        "dangling_in",
+        "missing",
+        "ws_evil",
+        "~",
+        "C:",
+        "\\\\srv",
+        "a\u{0}b",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        usize::try_from(seed % n as u64).unwrap()
+    };
+    let mut paths: Vec<String> = Vec::new();
+    for _ in 0..160 {
+        let len = 1 + next(4);
+        let mut p: Vec<&str> = (0..len).map(|_| parts[next(parts.len())]).collect();
+        if next(8) == 0 {
+            p.insert(0, "");
+        }
+        paths.push(p.join("/"));
+    }
+    let outside_before = snapshot(&t.path().join("ws_evil"));
+    let mut s = StdioServer::start(&ws, &["--permission-mode", "trusted"]);
+    let mut verdicts = std::collections::BTreeMap::<String, usize>::new();
+    let mut calls = 0;
+    for path in &paths {
+        let mut tools = reading_tools(path);
+        tools.extend([
+            ("exec_command", json!({"cmd": "true", "workdir": path})),
+            ("git_log", json!({"path": path})),
+            ("git_diff", json!({"path": path})),
+            ("git_blame", json!({"path": path})),
+            (
+                "apply_patch",
+                json!({"dry_run": true, "patch": format!("*** Begin Patch\n*** Add File: {path}/new.txt\n+x\n*** End Patch\n")}),
+            ),
+            (
+                "apply_patch",
+                json!({"dry_run": true, "patch": format!("*** Begin Patch\n*** Delete File: {path}\n*** End Patch\n")}),
+            ),
+        ]);
+        let mut seen: Vec<(&str, String)> = Vec::new();
+        for (tool, args) in tools {
+            let r = s.request(&call(1, tool, args));
+            assert!(
+                !r.to_string().contains(SECRET),
+                "{tool} {path:?} leaked: {r}"
+            );
+            seen.push((tool, verdict(&r)));
+            calls += 1;
+        }
+        let first = &seen[0].1;
+        for (tool, v) in &seen {
+            assert_eq!(
+                v, first,
+                "{path:?}: read_file says {first}, {tool} says {v}"
+            );
+        }
+        *verdicts.entry(first.clone()).or_default() += 1;
+    }
+    assert_eq!(snapshot(&t.path().join("ws_evil")), outside_before);
+    eprintln!(
+        "{} paths x 11 tool forms = {calls} calls; verdicts: {verdicts:?}",
+        paths.len()
+    );
+    // The draw covered both sides of the boundary.
+    assert!(
+        verdicts.get("inside").copied().unwrap_or(0) > 10,
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts.get("SYMLINK_ESCAPE").copied().unwrap_or(0) > 5,
+        "{verdicts:?}"
+    );
 }
