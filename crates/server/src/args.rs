@@ -126,7 +126,13 @@ fn check(p: &Param, v: &Value) -> Result<Value, ToolError> {
     }
 }
 
-/// The one integer decoder: integers and integral floats in 0..=2^53−1.
+/// The one integer decoder: integers and integral numbers in 0..=2^53−1.
+///
+/// Decided on the number's decimal text, never through a float: serde_json
+/// keeps each literal as written (`arbitrary_precision`), so `12.0`, `1.2e1`
+/// and `1200e-2` are 12, while `1.00000000000000000001` and
+/// `4503599627370496.5` are fractions, not numbers a float rounded to an
+/// integer.
 pub fn integral(name: &str, v: &Value) -> Result<u64, ToolError> {
     let refuse = |why: &str, reason: &str| {
         invalid(
@@ -137,31 +143,91 @@ pub fn integral(name: &str, v: &Value) -> Result<u64, ToolError> {
     let Value::Number(n) = v else {
         return Err(refuse(&format!("got {}", type_name(v)), "wrong_type"));
     };
-    if let Some(u) = n.as_u64() {
-        return if u <= MAX_SAFE_INTEGER {
-            Ok(u)
-        } else {
-            Err(refuse("above 2^53-1", "unsafe_integer"))
-        };
+    match exact_decimal(&n.to_string()) {
+        Decimal::Integer(u) if u <= MAX_SAFE_INTEGER => Ok(u),
+        Decimal::Integer(_) | Decimal::Huge => Err(refuse("above 2^53-1", "unsafe_integer")),
+        Decimal::Negative => Err(refuse("negative", "negative")),
+        Decimal::Fraction => Err(refuse("has a fractional part", "fractional")),
+        Decimal::Malformed => Err(refuse("not a number", "wrong_type")),
     }
-    if n.as_i64().is_some() {
-        return Err(refuse("negative", "negative"));
-    }
-    let Some(f) = n.as_f64() else {
-        return Err(refuse("not a number", "wrong_type"));
+}
+
+/// What a JSON number literal is, exactly.
+#[derive(Debug, PartialEq)]
+enum Decimal {
+    /// A non-negative integer of at most 16 significant digits (`-0` is 0).
+    Integer(u64),
+    /// A non-negative integer of more than 16 digits: above 2^53−1.
+    Huge,
+    /// Below zero.
+    Negative,
+    /// Not an integer.
+    Fraction,
+    /// Not a JSON number literal (never produced by the parser).
+    Malformed,
+}
+
+/// Reads a JSON number literal (`-?digits(.digits)?([eE][+-]?digits)?`)
+/// exactly: significant digits and a power of ten, in time linear in its
+/// length, whatever its exponent.
+fn exact_decimal(text: &str) -> Decimal {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
     };
-    if !f.is_finite() || f.fract() != 0.0 {
-        return Err(refuse("has a fractional part", "fractional"));
+    let (mantissa, exponent) = match body.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e)),
+        None => (body, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(fraction) {
+        return Decimal::Malformed;
     }
-    if f < 0.0 {
-        return Err(refuse("negative", "negative"));
+    // value = significant digits × 10^power
+    let digits = format!("{whole}{fraction}");
+    let significant = digits.trim_start_matches('0');
+    let kept = significant.trim_end_matches('0');
+    if kept.is_empty() {
+        return Decimal::Integer(0);
     }
-    if f > MAX_SAFE_INTEGER as f64 {
-        return Err(refuse("above 2^53-1", "unsafe_integer"));
+    if negative {
+        return Decimal::Negative;
     }
-    // Exact: f is integral and within the f64-exact integer range.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(f as u64)
+    let trailing_zeros = significant.len() - kept.len();
+    let exponent = match exponent {
+        None => Some(0),
+        Some(e) => {
+            let digits_only = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits_only.is_empty() || !all_digits(digits_only) {
+                return Decimal::Malformed;
+            }
+            e.parse::<i64>().ok()
+        }
+    };
+    let Some(exponent) = exponent else {
+        // An exponent beyond i64: its sign alone decides.
+        return if body.contains("e-") || body.contains("E-") {
+            Decimal::Fraction
+        } else {
+            Decimal::Huge
+        };
+    };
+    let power = i128::from(exponent) + trailing_zeros as i128 - fraction.len() as i128;
+    if power < 0 {
+        return Decimal::Fraction;
+    }
+    if kept.len() as i128 + power > 16 {
+        return Decimal::Huge;
+    }
+    let mut value: u64 = 0;
+    for b in kept.bytes() {
+        value = value * 10 + u64::from(b - b'0');
+    }
+    for _ in 0..power {
+        value *= 10;
+    }
+    Decimal::Integer(value)
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -215,9 +281,40 @@ mod tests {
                 "{text}"
             );
         }
-        for text in ["9007199254740992", "9007199254740992.0", "1e300"] {
+        for text in ["9007199254740992", "9007199254740992.0", "1e300", "1e400"] {
             assert!(integral("x", &parse(text)).is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn literals_are_read_exactly_not_through_a_float() {
+        for (text, want) in [
+            ("0", Some(0)),
+            ("-0", Some(0)),
+            ("-0.0e7", Some(0)),
+            ("12", Some(12)),
+            ("12.0", Some(12)),
+            ("1.2e1", Some(12)),
+            ("1200E-2", Some(12)),
+            ("0.12e+2", Some(12)),
+            ("30000.000", Some(30_000)),
+            ("9.007199254740991e15", Some(9_007_199_254_740_991)),
+            ("1.00000000000000000001", None),
+            ("4503599627370496.5", None),
+            ("12e-1", None),
+            ("1e-99999999999999999999", None),
+            ("1e99999999999999999999", None),
+            ("-1", None),
+        ] {
+            assert_eq!(integral("x", &parse(text)).ok(), want, "{text}");
+        }
+        assert_eq!(exact_decimal("1e99999999999999999999"), Decimal::Huge);
+        assert_eq!(exact_decimal("1e-99999999999999999999"), Decimal::Fraction);
+        assert_eq!(exact_decimal("4503599627370496.5"), Decimal::Fraction);
+        assert_eq!(exact_decimal("-3e2"), Decimal::Negative);
+        assert_eq!(exact_decimal("12345678901234567"), Decimal::Huge);
+        assert_eq!(exact_decimal("1.5.2"), Decimal::Malformed);
+        assert_eq!(exact_decimal(""), Decimal::Malformed);
     }
 
     #[test]

@@ -52,13 +52,15 @@ fn malformed_bodies_get_precise_errors() {
         "}".repeat(10_000)
     );
     let parse_errors: Vec<(&str, Vec<u8>)> = vec![
-        ("truncated", br#"{"jsonrpc":"2.0","id":1,"method":"pi"#.to_vec()),
+        (
+            "truncated",
+            br#"{"jsonrpc":"2.0","id":1,"method":"pi"#.to_vec(),
+        ),
         ("deep array", deep_array.into_bytes()),
         ("deep params", deep_params.into_bytes()),
-        ("invalid UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\xfeng\"}".to_vec()),
         (
-            "number out of range",
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a.txt","start_line":1e400}}}"#.to_vec(),
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\xfeng\"}".to_vec(),
         ),
         ("empty body", Vec::new()),
         ("NUL bytes", b"\0\0\0\0".to_vec()),
@@ -124,6 +126,24 @@ fn malformed_bodies_get_precise_errors() {
             v["result"]["structuredContent"]["error"]["code"], "INVALID_ARGUMENT",
             "{args}: {v}"
         );
+    }
+    // Numbers beyond any float are valid JSON: read exactly, and refused by the
+    // integer decoder with the reason, not as a parse error.
+    for (literal, reason) in [
+        ("1e400", "unsafe_integer"),
+        ("123456789012345678901234567890", "unsafe_integer"),
+        ("1e-400", "fractional"),
+        ("4503599627370496.5", "fractional"),
+        ("1.00000000000000000001", "fractional"),
+    ] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"a.txt","start_line":{literal}}}}}}}"#
+        );
+        let (status, v) = post_bytes(&s, body.as_bytes());
+        assert_eq!(status, 200, "{literal}: {v}");
+        let error = &v["result"]["structuredContent"]["error"];
+        assert_eq!(error["code"], "INVALID_ARGUMENT", "{literal}: {v}");
+        assert_eq!(error["details"]["reason"], reason, "{literal}: {v}");
     }
     // Duplicate keys: one answer, to one id.
     let (status, v) = post_bytes(&s, br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
@@ -203,4 +223,93 @@ fn slow_and_oversized_requests_are_cut_off_and_descriptors_stay_bounded() {
     // The next client is served.
     let r = s.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}), &[]);
     assert_eq!((r.status, r.json()["id"].clone()), (200, json!(3)));
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// `yes` for 30 s and a 2 GiB `/dev/zero` stream at the same time, through
+/// the real server over stdio: the server keeps each command's retained
+/// output (512 KiB per stream) and drops the rest as it arrives, so its peak
+/// RSS grows by at most that budget plus a fixed margin, and both commands
+/// are gone afterwards.
+#[test]
+fn endless_and_huge_output_keeps_server_memory_bounded() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &["--permission-mode", "trusted"]);
+    let pid = s.child.id();
+    let r = s.request(&call(1, "server_info", json!({})));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let baseline = status_kib(pid, "VmRSS:");
+    let yes = s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "yes", "timeout_ms": 30_000, "yield_time_ms": 0}),
+    ));
+    let zero = s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "head -c 2147483648 /dev/zero; echo done >&2", "timeout_ms": 600_000, "yield_time_ms": 0}),
+    ));
+    let id = |r: &serde_json::Value| {
+        r["result"]["structuredContent"]["command_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_owned()
+    };
+    let (yes_id, zero_id) = (id(&yes), id(&zero));
+    // Poll both until they end: yes by its 30 s timeout, the stream by EOF.
+    let mut ended = std::collections::BTreeMap::new();
+    let mut n = 10;
+    while ended.len() < 2 {
+        for cid in [&yes_id, &zero_id] {
+            if ended.contains_key(cid) {
+                continue;
+            }
+            n += 1;
+            let r = s.request(&call(
+                n,
+                "write_stdin",
+                json!({"command_id": cid, "chars": "", "yield_time_ms": 5_000, "max_output_bytes": 1024}),
+            ));
+            let sc = &r["result"]["structuredContent"];
+            let status = sc["status"].as_str().unwrap_or_else(|| panic!("{r}"));
+            if status != "running" {
+                ended.insert(cid.clone(), sc.clone());
+            }
+        }
+    }
+    let peak = status_kib(pid, "VmHWM:");
+    let yes_end = &ended[&yes_id];
+    let zero_end = &ended[&zero_id];
+    assert_eq!(yes_end["status"], "timeout", "{yes_end}");
+    assert_eq!(zero_end["status"], "exited", "{zero_end}");
+    let zero_total = zero_end["stdout_info"]["end_offset"].as_u64();
+    assert_eq!(zero_total, Some(2_147_483_648), "{zero_end}");
+    assert_eq!(
+        zero_end["truncated"], true,
+        "2 GiB reported as whole: {zero_end}"
+    );
+    let yes_total = yes_end["stdout_info"]["end_offset"].as_u64().unwrap_or(0);
+    // Retention: 2 commands x 2 streams x 512 KiB; margin for allocator and
+    // pipe buffers.
+    let budget_kib = 2 * 2 * 512;
+    let margin_kib = 32 * 1024;
+    eprintln!(
+        "yes wrote {yes_total} bytes, /dev/zero 2 GiB; server RSS {baseline} KiB at rest, peak {peak} KiB"
+    );
+    assert!(
+        peak <= baseline + budget_kib + margin_kib,
+        "peak RSS {peak} KiB over {baseline} KiB + {budget_kib} KiB retention + {margin_kib} KiB margin"
+    );
+    assert!(
+        yes_total > 2_147_483_648 / 100,
+        "yes barely ran: {yes_total}"
+    );
 }
