@@ -106,9 +106,15 @@ fn python_venv() -> Result<PathBuf> {
 
 /// Builds cargo-deny into `target/tools`, once.
 fn cargo_deny() -> Result<PathBuf> {
+    cargo_tool("cargo-deny", CARGO_DENY)
+}
+
+/// Builds the cargo subcommand `name@version` into `target/tools`, once;
+/// returns its binary.
+pub fn cargo_tool(name: &str, version: &str) -> Result<PathBuf> {
     let tools = target_dir().join("tools");
-    let bin = tools.join("bin/cargo-deny");
-    let marker = tools.join(format!(".installed-cargo-deny-{CARGO_DENY}"));
+    let bin = tools.join("bin").join(name);
+    let marker = tools.join(format!(".installed-{name}-{version}"));
     if marker.exists() && bin.exists() {
         return Ok(bin);
     }
@@ -116,7 +122,7 @@ fn cargo_deny() -> Result<PathBuf> {
         cargo()
             .args(["install", "--locked", "--quiet", "--root"])
             .arg(&tools)
-            .arg(format!("cargo-deny@{CARGO_DENY}")),
+            .arg(format!("{name}@{version}")),
     )?;
     std::fs::write(&marker, b"")?;
     Ok(bin)

@@ -15,6 +15,8 @@
 //!   binary on a fixture project.
 //! * `load [--secs N] [--clients N]` — N HTTP clients mixing every kind of
 //!   tool against one server: requests, errors, p99, lost patches, peak RSS.
+//! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
+//!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
 #![allow(
     clippy::print_stdout,
@@ -25,6 +27,7 @@
 mod bench;
 mod ci;
 mod conformance;
+mod fuzz;
 mod harness;
 mod load;
 mod peer;
@@ -41,7 +44,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | fuzz [--secs N] [--only T]>"
         );
     };
     match cmd.as_str() {
@@ -51,6 +54,7 @@ fn main() -> Result<()> {
         "conformance" => conformance::run(rest),
         "loop" => harness::run(rest),
         "load" => load::run(rest),
+        "fuzz" => fuzz::run(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }

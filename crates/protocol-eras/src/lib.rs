@@ -48,7 +48,8 @@ pub use era::{
 };
 pub use error::{ErrorCode, RpcError};
 pub use mirror::{
-    MirrorHeaders, check_handshake_headers, check_mirror_headers, decode_header_value,
+    MAX_BASE64_CHARS, MirrorHeaders, check_handshake_headers, check_mirror_headers,
+    decode_header_value,
 };
 pub use versions::{
     HANDSHAKE_VERSIONS, MODERN_VERSIONS, NEWEST_HANDSHAKE_VERSION, all_versions_newest_first,

@@ -1,0 +1,272 @@
+//! `coding-tools-mcp`: the composition root. [`run_command_line`] parses the
+//! command line, builds the one server of the workspace, and runs the stdio
+//! or the HTTP transport until input ends or a signal arrives; the binary is
+//! nothing else.
+//!
+//! The library exists so that fuzz targets and embedders reach the same
+//! argument decoder the server uses ([`validate_arguments`]); everything else
+//! stays private to the server.
+
+#![allow(
+    clippy::result_large_err,
+    reason = "ToolError is built once per failed call and carries the whole contract envelope"
+)]
+
+mod args;
+mod card;
+mod catalog;
+mod cli;
+mod envelope;
+mod errors;
+mod limits;
+mod server;
+mod tools;
+mod trace;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{Cli, TraceLevel};
+use crate::server::{Server, SharedServer};
+use crate::trace::Trace;
+
+/// Runs the server as the `coding-tools-mcp` command: parses the process's
+/// command line and environment, serves until input ends or SIGTERM/SIGINT.
+pub fn run_command_line() -> ExitCode {
+    let cli = Cli::parse();
+    let trace_env = std::env::var("CODING_TOOLS_MCP_TRACE").ok();
+    let config = match cli.validate(trace_env.as_deref()) {
+        Ok(c) => c,
+        Err(reason) => {
+            eprintln!("coding-tools-mcp: error: {reason}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging();
+    let workspace = match ctm_workspace_fs::Workspace::open(&config.workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let trace = match open_trace(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: cannot open the trace file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let oauth = match (config.oauth_mode, config.stdio) {
+        (true, false) => match oauth_server() {
+            Ok(o) => Some(o),
+            Err(reason) => {
+                eprintln!("coding-tools-mcp: error: {reason}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = Arc::new(Server::new(config, workspace, trace));
+    let result = runtime.block_on(run(server.clone(), oauth));
+    // Commands end with the server: kill every running group.
+    server.exec.shutdown();
+    // Dropping the runtime first lets in-flight tasks release their Server handle,
+    // so the runtime directories are removed.
+    drop(runtime);
+    drop(server);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Validates the `arguments` of a `tools/call` of `tool` exactly as the server
+/// does before running it: unknown names, types, ranges and the one integer
+/// decoder (integers and integral floats up to 2^53-1, canonical on output).
+///
+/// `None` when no tool has that name (with `view_image` enabled or not).
+/// `Err` carries the rendered `CallToolResult` of the refusal
+/// (`isError: true`, `INVALID_ARGUMENT`).
+pub fn validate_arguments(
+    tool: &str,
+    view_image: bool,
+    arguments: Option<&serde_json::Value>,
+) -> Option<Result<serde_json::Map<String, serde_json::Value>, serde_json::Value>> {
+    let spec = catalog::find(tool, view_image)?;
+    Some(
+        args::validate(spec, arguments)
+            .map_err(|e| envelope::render(Err(e), envelope::RenderOptions::default())),
+    )
+}
+
+fn init_logging() {
+    let level = std::env::var("CODING_TOOLS_MCP_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(false)
+        .init();
+}
+
+fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
+    if config.trace == TraceLevel::Off {
+        return Ok(Trace::off());
+    }
+    let sink: Box<dyn std::io::Write + Send> = match &config.trace_file {
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        ),
+        None => Box::new(std::io::stderr()),
+    };
+    Ok(Trace::new(config.trace, sink))
+}
+
+async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::io::Result<()> {
+    let dispatcher = Arc::new(SharedServer(server.clone()));
+    if server.config.stdio {
+        tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
+        let serve = ctm_transport_stdio::serve(
+            dispatcher,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            server.config.max_wait_secs,
+        );
+        return tokio::select! {
+            r = serve => r,
+            () = shutdown_signal() => Ok(()),
+        };
+    }
+    let addr = format!("{}:{}", server.config.host, server.config.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot bind {addr}: {e}")))?;
+    let local = listener.local_addr()?;
+    tracing::info!(
+        workspace = %server.workspace.root().display(),
+        "serving MCP on http://{local}/mcp"
+    );
+    let oauth = oauth.map(std::sync::Arc::new);
+    if oauth.is_some() && server.config.auth_token.is_some() {
+        tracing::info!(
+            "both --auth-token and --oauth-mode are set: /mcp accepts the static token and OAuth access tokens"
+        );
+    }
+    let limits = &server.limits;
+    let config = ctm_transport_http::HttpConfig {
+        max_body_bytes: limits.max_body_bytes,
+        extra_allowed_origins: server.config.allowed_origins.clone(),
+        deployment_wait_secs: server.config.max_wait_secs,
+        server_card: card::server_card(&server),
+        header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
+        body_read_timeout: Duration::from_secs(limits.body_read_timeout_secs),
+        max_connections: limits.max_http_connections,
+        shutdown_grace: Duration::from_secs(limits.shutdown_grace_secs),
+        bearer: server
+            .config
+            .auth_token
+            .as_deref()
+            .and_then(|t| ctm_auth::BearerToken::new(t).ok()),
+        oauth,
+        public_base_url: std::env::var("CODING_TOOLS_MCP_SERVER_URL")
+            .ok()
+            .filter(|u| !u.is_empty()),
+        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
+            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes")),
+    };
+    ctm_transport_http::serve(dispatcher, config, listener, shutdown_signal()).await
+}
+
+/// The OAuth server from the environment. The one secret ever printed: a
+/// generated authorize password, once, on stderr.
+fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let rng = ctm_auth::SystemRandom::new();
+    let secs = |k: &str, default: u64| -> Result<u64, String> {
+        match env(k) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{k} must be a positive number of seconds")),
+        }
+    };
+    let token_key = match env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET") {
+        Some(hex) => ctm_auth::parse_token_secret(&hex).map_err(|e| e.to_string())?,
+        None => ctm_auth::random_token(&rng, 32)
+            .map_err(|e| e.to_string())?
+            .into_bytes(),
+    };
+    let preregistered = env("CODING_TOOLS_MCP_OAUTH_CLIENT_ID").map(|id| {
+        let uris = env("CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS")
+            .map(|u| {
+                u.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (id, env("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET"), uris)
+    });
+    let token_ttl = secs("CODING_TOOLS_MCP_OAUTH_TOKEN_TTL", 24 * 3600)?;
+    let code_ttl = secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?;
+    // Printed only once every other setting is known to be valid, so a
+    // configuration error is the single line on stderr.
+    let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
+        Some(p) => p,
+        None => {
+            let p = ctm_auth::random_token(&rng, 18).map_err(|e| e.to_string())?;
+            eprintln!(
+                "coding-tools-mcp: OAuth authorize password (set CODING_TOOLS_MCP_OAUTH_PASSWORD to choose one): {p}"
+            );
+            p
+        }
+    };
+    Ok(ctm_auth::OAuthServer::new(ctm_auth::OAuthConfig {
+        password,
+        token_key,
+        token_ttl: std::time::Duration::from_secs(token_ttl),
+        code_ttl: std::time::Duration::from_secs(code_ttl),
+        preregistered,
+    }))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the server still ends on EOF or process exit.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}
