@@ -74,8 +74,9 @@ pub fn run(_args: &[String]) -> Result<()> {
     let _ = http.wait();
     vectors?;
     crate::harness::run(&[])?;
-    // A short load run (`cargo xtask load` runs 60 s on demand).
+    // Short load runs over both transports (`cargo xtask load` runs 60 s on demand).
     crate::load::run(&["--secs".into(), "10".into()])?;
+    crate::load::run(&["--secs".into(), "10".into(), "--stdio".into()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }

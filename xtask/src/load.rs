@@ -1,10 +1,18 @@
-//! `cargo xtask load [--secs N] [--clients N]`: N clients over HTTP mixing
-//! every kind of tool for a while against one server. Each client patches
-//! its own counter file, so a lost or doubled patch shows as a wrong count.
-//! Prints requests, errors, p50/p99 and the server's peak RSS; fails on any
-//! error or lost update.
+//! `cargo xtask load [--secs N] [--clients N] [--stdio]`: N clients mixing
+//! every kind of tool for a while against one server, over HTTP (a
+//! connection per request) or, with `--stdio`, pipelined on the one stdio
+//! stream (every client's request in flight at once, answers matched by id).
+//! Each client patches its own counter file, so a lost or doubled patch
+//! shows as a wrong count. Prints requests, errors, p50/p99 and the server's
+//! peak RSS; fails on any error or lost update.
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -13,14 +21,94 @@ use serde_json::{Value, json};
 use crate::build_server;
 use crate::conformance::{http_post_raw, parse_response, start_http};
 
-fn call(url: &str, tool: &str, args: Value) -> Result<Value> {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
-    let headers = vec![(
-        "Accept".to_owned(),
-        "application/json, text/event-stream".to_owned(),
-    )];
-    let (status, answer) = parse_response(&http_post_raw(url, &body.to_string(), &headers)?)?;
-    let answer = answer.context("no JSON answer")?;
+/// How the clients reach the server.
+enum Link {
+    Http(String),
+    Stdio(Arc<Pipeline>),
+}
+
+/// One stdio server shared by every client: writes are serialized, answers
+/// are routed back to their caller by id.
+struct Pipeline {
+    stdin: Mutex<ChildStdin>,
+    waiting: Arc<Mutex<HashMap<u64, Sender<Value>>>>,
+    next_id: AtomicU64,
+}
+
+impl Pipeline {
+    fn start(child: &mut Child) -> Result<Arc<Self>> {
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let waiting: Arc<Mutex<HashMap<u64, Sender<Value>>>> = Arc::default();
+        let routes = waiting.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let Some(id) = v["id"].as_u64() else { continue };
+                if let Some(tx) = routes.lock().ok().and_then(|mut w| w.remove(&id)) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let p = Arc::new(Self {
+            stdin: Mutex::new(stdin),
+            waiting,
+            next_id: AtomicU64::new(1),
+        });
+        let init = p.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "xtask-load", "version": "1"}}),
+        )?;
+        if init.get("result").is_none() {
+            bail!("initialize failed: {init}");
+        }
+        p.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        Ok(p)
+    }
+
+    fn write(&self, msg: &Value) -> Result<()> {
+        let mut stdin = self
+            .stdin
+            .lock()
+            .map_err(|_| anyhow::anyhow!("stdin lock poisoned"))?;
+        writeln!(stdin, "{msg}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    fn request(&self, method: &str, params: Value) -> Result<Value> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        self.waiting
+            .lock()
+            .map_err(|_| anyhow::anyhow!("routes lock poisoned"))?
+            .insert(id, tx);
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        rx.recv_timeout(Duration::from_secs(120))
+            .with_context(|| format!("no answer to request {id} within 120 s"))
+    }
+}
+
+fn call(link: &Link, tool: &str, args: Value) -> Result<Value> {
+    let (status, answer) = match link {
+        Link::Http(url) => {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+            let headers = vec![(
+                "Accept".to_owned(),
+                "application/json, text/event-stream".to_owned(),
+            )];
+            let (status, answer) =
+                parse_response(&http_post_raw(url, &body.to_string(), &headers)?)?;
+            (status, answer.context("no JSON answer")?)
+        }
+        Link::Stdio(p) => (
+            200,
+            p.request("tools/call", json!({"name": tool, "arguments": args}))?,
+        ),
+    };
     if status != 200 || answer["result"]["isError"] != false {
         bail!("{tool}: status {status}: {answer:.300}");
     }
@@ -69,10 +157,11 @@ fn peak_rss_kib(pid: u32) -> Result<u64> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut secs, mut clients) = (60u64, 16usize);
+    let (mut secs, mut clients, mut stdio) = (60u64, 16usize, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--stdio" => stdio = true,
             "--secs" => secs = it.next().context("--secs N")?.parse()?,
             "--clients" => clients = it.next().context("--clients N")?.parse()?,
             other => bail!("unknown load argument: {other}"),
@@ -81,13 +170,28 @@ pub fn run(args: &[String]) -> Result<()> {
     let binary = build_server(false)?;
     let ws = tempfile::tempdir()?;
     setup(ws.path(), clients)?;
-    let (mut server, url) = start_http(&binary, ws.path(), &["--permission-mode", "trusted"], &[])?;
+    let trusted = ["--permission-mode", "trusted"];
+    let (mut server, link) = if stdio {
+        let mut child = Command::new(&binary)
+            .args(["--stdio", "--workspace"])
+            .arg(ws.path())
+            .args(trusted)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let pipeline = Pipeline::start(&mut child)?;
+        (child, Link::Stdio(pipeline))
+    } else {
+        let (child, url) = start_http(&binary, ws.path(), &trusted, &[])?;
+        (child, Link::Http(url))
+    };
+    let link = &link;
     let pid = server.id();
     let until = Instant::now() + Duration::from_secs(secs);
     let result = std::thread::scope(|scope| -> Result<(Vec<Duration>, usize)> {
         let workers: Vec<_> = (0..clients)
             .map(|c| {
-                let url = url.clone();
                 scope.spawn(move || -> Result<(Vec<Duration>, usize)> {
                     let mut times = Vec::new();
                     let mut patches = 0usize;
@@ -96,36 +200,36 @@ pub fn run(args: &[String]) -> Result<()> {
                         let started = Instant::now();
                         match k % 7 {
                             0 => {
-                                call(&url, "read_file", json!({"path": format!("src/m{:03}.rs", k % 200)}))?;
+                                call(link, "read_file", json!({"path": format!("src/m{:03}.rs", k % 200)}))?;
                             }
                             1 => {
-                                let s = call(&url, "search_text", json!({"query": "needle 1", "max_results": 500}))?;
+                                let s = call(link, "search_text", json!({"query": "needle 1", "max_results": 500}))?;
                                 if s["match_count"].as_u64().unwrap_or(0) == 0 {
                                     bail!("search found nothing: {s}");
                                 }
                             }
                             2 => {
-                                call(&url, "list_files", json!({"path": "src"}))?;
+                                call(link, "list_files", json!({"path": "src"}))?;
                             }
                             3 => {
                                 let patch = format!(
                                     "*** Begin Patch\n*** Update File: counter{c}.txt\n@@\n-count {patches}\n+count {}\n*** End Patch\n",
                                     patches + 1
                                 );
-                                call(&url, "apply_patch", json!({"patch": patch}))?;
+                                call(link, "apply_patch", json!({"patch": patch}))?;
                                 patches += 1;
                             }
                             4 => {
-                                let s = call(&url, "exec_command", json!({"cmd": format!("echo client{c}")}))?;
+                                let s = call(link, "exec_command", json!({"cmd": format!("echo client{c}")}))?;
                                 if s["stdout"] != format!("client{c}\n") {
                                     bail!("exec output: {s}");
                                 }
                             }
                             5 => {
-                                call(&url, "git_status", json!({}))?;
+                                call(link, "git_status", json!({}))?;
                             }
                             _ => {
-                                call(&url, "git_log", json!({"max_count": 5}))?;
+                                call(link, "git_log", json!({"max_count": 5}))?;
                             }
                         }
                         times.push(started.elapsed());
@@ -158,7 +262,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let pct =
         |q: f64| times[((times.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0;
     println!(
-        "load: {clients} clients x {secs} s over HTTP: {} requests, 0 errors, {patches} patches none lost, p50 {:.2} ms, p99 {:.2} ms, server peak RSS {:.1} MiB",
+        "load: {clients} clients x {secs} s over {}: {} requests, 0 errors, {patches} patches none lost, p50 {:.2} ms, p99 {:.2} ms, server peak RSS {:.1} MiB",
+        if stdio { "stdio, pipelined" } else { "HTTP" },
         times.len(),
         pct(0.5),
         pct(0.99),
