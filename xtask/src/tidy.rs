@@ -7,6 +7,11 @@ use crate::root;
 
 /// Which of our crates each crate may depend on.
 const ALLOWED: &[(&str, &[&str])] = &[
+    // Above the server: the fuzz properties, shared by fuzz/ and their replay test.
+    (
+        "ctm-fuzz-checks",
+        &["coding-tools-mcp", "ctm-protocol-eras", "ctm-patch-engine"],
+    ),
     ("coding-tools-mcp", &["*"]),
     ("ctm-transport-stdio", &["ctm-protocol-eras"]),
     ("ctm-transport-http", &["ctm-protocol-eras", "ctm-auth"]),
