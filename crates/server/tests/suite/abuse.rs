@@ -264,6 +264,11 @@ fn endless_and_huge_output_keeps_server_memory_bounded() {
             .to_owned()
     };
     let (yes_id, zero_id) = (id(&yes), id(&zero));
+    let running = live_descendants(pid);
+    assert!(
+        running.len() >= 2,
+        "the commands are not seen running: {running:?}"
+    );
     // Poll both until they end: yes by its 30 s timeout, the stream by EOF.
     let mut ended = std::collections::BTreeMap::new();
     let mut n = 10;
@@ -312,4 +317,55 @@ fn endless_and_huge_output_keeps_server_memory_bounded() {
         yes_total > 2_147_483_648 / 100,
         "yes barely ran: {yes_total}"
     );
+    // Both commands' processes are gone (the shell and what it started).
+    let mut left = live_descendants(pid);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = live_descendants(pid);
+    }
+    assert!(
+        left.is_empty(),
+        "processes left after the commands ended: {left:?}"
+    );
+}
+
+/// Live (non-zombie) processes descended from `root`, as `pid comm`.
+fn live_descendants(root: u32) -> Vec<String> {
+    let mut parent_of = std::collections::HashMap::new();
+    let mut names = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may hold spaces, so split after ')'.
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if let Some(ppid) = fields.get(1).and_then(|p| p.parse::<u32>().ok()) {
+            parent_of.insert(pid, ppid);
+            names.insert(pid, head.split_once('(').map_or("", |(_, c)| c).to_owned());
+        }
+    }
+    let mut out = Vec::new();
+    for &pid in parent_of.keys() {
+        let mut p = pid;
+        while let Some(&pp) = parent_of.get(&p) {
+            if pp == root {
+                out.push(format!("{pid} {}", names[&pid]));
+                break;
+            }
+            p = pp;
+        }
+    }
+    out
 }
