@@ -127,6 +127,68 @@ fn malformed_bodies_get_precise_errors() {
             "{args}: {v}"
         );
     }
+    // Wrong types in every modern _meta field and in the call's own fields
+    // (headers mirroring what can be mirrored): -32602 with 400.
+    let version = "io.modelcontextprotocol/protocolVersion";
+    let caps = "io.modelcontextprotocol/clientCapabilities";
+    let info = "io.modelcontextprotocol/clientInfo";
+    for (name, method, params) in [
+        (
+            "version a number",
+            "tools/list",
+            json!({"_meta": {version: 20_260_728, caps: {}}}),
+        ),
+        (
+            "version null",
+            "tools/list",
+            json!({"_meta": {version: null, caps: {}}}),
+        ),
+        (
+            "capabilities an array",
+            "tools/list",
+            json!({"_meta": {version: "2026-07-28", caps: []}}),
+        ),
+        (
+            "capabilities missing",
+            "tools/list",
+            json!({"_meta": {version: "2026-07-28"}}),
+        ),
+        (
+            "client info a string",
+            "tools/list",
+            json!({"_meta": {version: "2026-07-28", caps: {}, info: "me"}}),
+        ),
+        (
+            "tool name a number",
+            "tools/call",
+            json!({"name": 5, "_meta": {version: "2026-07-28", caps: {}}}),
+        ),
+        (
+            "arguments a string",
+            "tools/call",
+            json!({"name": "server_info", "arguments": "x", "_meta": {version: "2026-07-28", caps: {}}}),
+        ),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params});
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", method),
+        ];
+        if let Some(subject) = params["name"].as_str() {
+            headers.push(("Mcp-Name", subject));
+        }
+        let r = s.raw_request("POST", "/mcp", &headers, Some(body.to_string().as_bytes()));
+        let (status, v): (u16, serde_json::Value) = (
+            r.status,
+            serde_json::from_slice(&r.body).unwrap_or_default(),
+        );
+        assert_eq!(
+            (status, v["error"]["code"].clone(), v["id"].clone()),
+            (400, json!(-32602), json!(3)),
+            "{name}: {v}"
+        );
+    }
     // Numbers beyond any float are valid JSON: read exactly, and refused by the
     // integer decoder with the reason, not as a parse error.
     for (literal, reason) in [
