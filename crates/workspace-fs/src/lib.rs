@@ -28,6 +28,7 @@
 //! assert!(ctx.text.contains("Run the tests."));
 //! ```
 
+mod confine;
 mod context;
 mod error;
 mod image;
@@ -36,6 +37,7 @@ mod path;
 mod read;
 mod search;
 
+pub use confine::walks_confined;
 pub use context::{ContextLimits, InstructionFile, ProjectContext, project_context};
 pub use error::FsError;
 pub use image::{ImageOutcome, ImageRequest, MAX_SOURCE_BYTES, view_image};

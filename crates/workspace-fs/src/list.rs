@@ -145,6 +145,14 @@ pub fn list_dir(
     path: &WorkspacePath,
     req: &ListRequest,
 ) -> Result<Listing, FsError> {
+    crate::confine::confined(ws, || list_dir_walk(ws, path, req))
+}
+
+fn list_dir_walk(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &ListRequest,
+) -> Result<Listing, FsError> {
     let root = ws.open_dir(path)?;
     let depth = if req.recursive {
         req.max_depth.max(1)
@@ -320,6 +328,14 @@ pub struct FilesRequest {
 /// read only for `SortKey::Modified` (`size_bytes` is 0 and `modified` `None`
 /// otherwise).
 pub fn list_files(
+    ws: &Workspace,
+    path: &WorkspacePath,
+    req: &FilesRequest,
+) -> Result<Listing, FsError> {
+    crate::confine::confined(ws, || list_files_walk(ws, path, req))
+}
+
+fn list_files_walk(
     ws: &Workspace,
     path: &WorkspacePath,
     req: &FilesRequest,

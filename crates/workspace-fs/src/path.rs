@@ -102,6 +102,11 @@ impl Workspace {
         &self.root
     }
 
+    /// The root's directory handle.
+    pub(crate) fn root_fd(&self) -> &OwnedFd {
+        &self.root_fd
+    }
+
     /// Lexical checks: no NUL, not absolute (nor `~`, a drive letter, UNC),
     /// `..` never above the root. Comparison is by component.
     pub fn resolve(&self, input: &str) -> Result<WorkspacePath, FsError> {

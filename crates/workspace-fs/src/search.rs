@@ -122,7 +122,7 @@ pub fn search_text(
     let files = if kind == Kind::File {
         vec![path.clone()]
     } else {
-        candidate_files(&shared, path)?
+        crate::confine::confined(ws, || candidate_files(&shared, path))?
     };
     let proto = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))

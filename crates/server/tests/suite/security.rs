@@ -195,6 +195,9 @@ fn race_directory_symlink_flip_never_leaks() {
             flips
         })
     };
+    // A name only the outside has: no listing may ever show it.
+    std::fs::create_dir_all(t.path().join("ws_evil/OUTSIDE-ONLY-DIR")).unwrap();
+    std::fs::write(t.path().join("ws_evil/OUTSIDE-ONLY-DIR/f.txt"), "x\n").unwrap();
     let outside_before = snapshot(&t.path().join("ws_evil"));
     let mut s = StdioServer::start(&ws, &["--permission-mode", "trusted"]);
     let n = 1000;
@@ -203,7 +206,12 @@ fn race_directory_symlink_flip_never_leaks() {
         let msg = match i % 6 {
             0 | 1 => call(i, "read_file", json!({"path": "flip/data.txt"})),
             2 => call(i, "search_text", json!({"query": "E", "path": "flip"})),
-            3 => call(i, "list_files", json!({"path": "flip"})),
+            3 if i % 12 == 3 => call(i, "list_files", json!({"path": "flip"})),
+            3 => call(
+                i,
+                "list_dir",
+                json!({"path": "flip", "recursive": true, "max_depth": 3}),
+            ),
             4 => call(
                 i,
                 "apply_patch",
@@ -219,13 +227,17 @@ fn race_directory_symlink_flip_never_leaks() {
         batch.push('\n');
     }
     s.send_raw(batch.trim_end());
-    let mut inside_reads = 0;
+    let (mut inside_reads, mut inside_listings) = (0, 0);
     for _ in 0..n {
         let r = s.recv();
         let text = r.to_string();
         assert!(!text.contains(SECRET), "leaked: {text}");
+        assert!(!text.contains("OUTSIDE-ONLY"), "listed outside: {text}");
         if r["result"]["structuredContent"]["content"] == "inside\n" {
             inside_reads += 1;
+        }
+        if r["result"]["isError"] == false && text.contains("flip/data.txt") {
+            inside_listings += 1;
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -243,11 +255,11 @@ fn race_directory_symlink_flip_never_leaks() {
         .count();
     // The race was real: some operations saw the directory.
     assert!(
-        inside_reads + created_inside > 0,
+        inside_reads + inside_listings + created_inside > 0,
         "no operation ever reached the directory; flips={flips}"
     );
     eprintln!(
-        "{n} operations, {flips} flips, {inside_reads} reads inside, {created_inside} files created inside, 0 outside"
+        "{n} operations, {flips} flips, {inside_reads} reads and {inside_listings} listings inside, {created_inside} files created inside, 0 outside"
     );
 }
 

@@ -1,0 +1,150 @@
+//! Walks by path, confined by the kernel to the workspace.
+//!
+//! The `ignore` walker opens directories by path. A directory swapped for a
+//! symlink to the outside between our check and its `opendir` would let a
+//! listing show names from outside (seen in the swap-race test). So every
+//! walk runs on a thread of its own that Landlock allows to read files and
+//! list directories only beneath the workspace root handle, plus the few
+//! ignore files above the root that walks honour. The walker's own threads
+//! inherit the restriction; the thread ends with the walk.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use landlock::{
+    AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+};
+
+use crate::path::Workspace;
+
+/// Whether walks are confined here: decided by the first walk.
+static ENFORCED: OnceLock<bool> = OnceLock::new();
+
+/// Whether walks on this kernel are confined by Landlock (known after the
+/// first walk; `None` before it).
+pub fn walks_confined() -> Option<bool> {
+    ENFORCED.get().copied()
+}
+
+/// Runs `walk` on a new thread that may read only beneath the workspace.
+/// Where the kernel has no Landlock the walk runs unconfined, as before.
+pub(crate) fn confined<T: Send>(ws: &Workspace, walk: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let thread = scope.spawn(|| {
+            let enforced = restrict(ws);
+            let _ = ENFORCED.set(enforced);
+            walk()
+        });
+        match thread.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Restricts the calling thread; true when the kernel enforces it.
+fn restrict(ws: &Workspace) -> bool {
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    let ruleset = Ruleset::default()
+        .handle_access(read)
+        .and_then(Ruleset::create)
+        .and_then(|r| r.add_rule(PathBeneath::new(ws.root_fd().as_fd(), read)));
+    let Ok(mut ruleset) = ruleset else {
+        return false;
+    };
+    for file in ignore_files_above(ws.root()) {
+        if let Ok(fd) = PathFd::new(&file) {
+            match ruleset.add_rule(PathBeneath::new(fd, AccessFs::ReadFile)) {
+                Ok(r) => ruleset = r,
+                Err(_) => return false,
+            }
+        }
+    }
+    match ruleset.restrict_self() {
+        Ok(status) => status.ruleset != RulesetStatus::NotEnforced,
+        Err(_) => false,
+    }
+}
+
+/// The files outside the root that the walker reads: ignore files of every
+/// ancestor, and the git excludes of a repository whose `.git` is a file
+/// pointing elsewhere (a linked worktree).
+fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut git_dirs = Vec::new();
+    for dir in root.ancestors() {
+        if dir != root {
+            out.extend([dir.join(".gitignore"), dir.join(".ignore")]);
+            let dot_git = dir.join(".git");
+            out.extend([dot_git.clone(), dot_git.join("info/exclude")]);
+        }
+        if let Some(target) = gitdir_of(&dir.join(".git")) {
+            git_dirs.push(target);
+        }
+    }
+    for git_dir in git_dirs {
+        out.extend([git_dir.join("info/exclude"), git_dir.join("commondir")]);
+        // A linked worktree's excludes live in the common directory.
+        if let Some(common) = read_small(&git_dir.join("commondir")) {
+            let common = git_dir.join(common.trim());
+            out.push(common.join("info/exclude"));
+        }
+    }
+    out.retain(|p| p.is_file());
+    out
+}
+
+/// The `gitdir:` of a `.git` file.
+fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
+    if !dot_git.is_file() {
+        return None;
+    }
+    let text = read_small(dot_git)?;
+    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    Some(dot_git.parent()?.join(target))
+}
+
+fn read_small(path: &Path) -> Option<String> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "reads git's own pointer files above the root, to allow exactly those"
+    )]
+    std::fs::read_to_string(path).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "reads that the confinement must allow or refuse"
+    )]
+    fn a_confined_thread_reads_beneath_the_root_only() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("ws");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/in.txt"), "in").unwrap();
+        std::fs::write(t.path().join("out.txt"), "out").unwrap();
+        std::fs::write(t.path().join(".gitignore"), "*.log\n").unwrap();
+        let ws = Workspace::open(&root).unwrap();
+        let (inside, outside, listed_out, parent_ignore) = confined(&ws, || {
+            (
+                std::fs::read_to_string(root.join("sub/in.txt")).is_ok(),
+                std::fs::read_to_string(t.path().join("out.txt")).is_ok(),
+                std::fs::read_dir(t.path()).is_ok(),
+                std::fs::read_to_string(t.path().join(".gitignore")).is_ok(),
+            )
+        });
+        assert!(inside);
+        eprintln!("walks confined: {:?}", walks_confined());
+        if walks_confined() == Some(true) {
+            assert!(!outside && !listed_out, "read outside while confined");
+            assert!(parent_ignore, "an ignore file above the root was refused");
+        }
+        // The caller's own thread is not confined.
+        assert!(std::fs::read_to_string(t.path().join("out.txt")).is_ok());
+    }
+}
