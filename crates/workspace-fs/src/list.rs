@@ -596,6 +596,28 @@ mod tests {
         assert!(Globs::new(&["a[".into()], &[]).is_err());
     }
 
+    /// A workspace inside a repository: the repository's `.gitignore` and
+    /// `info/exclude` above the root still apply, through the Landlock
+    /// confinement of walks (which allows reading exactly those files).
+    #[test]
+    fn ignore_files_above_the_root_apply_to_confined_walks() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path();
+        std::fs::create_dir_all(repo.join(".git/info")).unwrap();
+        std::fs::write(repo.join(".git/info/exclude"), "excluded.txt\n").unwrap();
+        std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::create_dir_all(repo.join("ws/src")).unwrap();
+        for f in ["ws/src/a.rs", "ws/x.log", "ws/excluded.txt", "ws/kept.txt"] {
+            std::fs::write(repo.join(f), "x").unwrap();
+        }
+        let w = Workspace::open(&repo.join("ws")).unwrap();
+        let root = w.resolve(".").unwrap();
+        let l = list_files(&w, &root, &files_req(&[], &[])).unwrap();
+        assert_eq!(paths(&l), ["kept.txt", "src/a.rs"], "{:?}", l.warnings);
+        let l = list_dir(&w, &root, &dir_req(true)).unwrap();
+        assert!(!paths(&l).contains(&"x.log"), "{:?}", paths(&l));
+    }
+
     #[test]
     fn symlinks_are_listed_not_followed() {
         let (t, w) = tree();
