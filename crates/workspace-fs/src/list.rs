@@ -57,7 +57,9 @@ pub struct Entry {
     /// Its type.
     pub kind: EntryType,
     /// Size in bytes (of the link itself for symlinks).
-    pub size_bytes: u64,
+    /// Size in bytes; `None` when the entry could not be examined (gone, or
+    /// its directory no longer beneath the root).
+    pub size_bytes: Option<u64>,
     /// Modification time.
     pub modified: Option<SystemTime>,
     /// Starts with a dot.
@@ -123,17 +125,52 @@ fn walker(root: &Path, include_hidden: bool, include_ignored: bool) -> WalkBuild
     b
 }
 
-fn entry_of(ws: &Workspace, e: &ignore::DirEntry) -> Option<Entry> {
+/// Size and modification time of listed entries, read through a handle on
+/// their directory opened beneath the root (never by path: a directory
+/// swapped for an outside link cannot lend its files' sizes). The last
+/// directory's handle is kept, as walks list a directory's entries together.
+#[derive(Default)]
+pub(crate) struct Stats {
+    dir: Option<(std::path::PathBuf, Option<std::os::fd::OwnedFd>)>,
+}
+
+impl Stats {
+    /// `(size, mtime)` of the entry at `rel` (a symlink's own, not its target's).
+    pub(crate) fn of(&mut self, ws: &Workspace, rel: &Path) -> (Option<u64>, Option<SystemTime>) {
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return (None, None);
+        };
+        if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
+            self.dir = Some((parent.to_path_buf(), ws.dir_handle(parent)));
+        }
+        let Some((_, Some(fd))) = &self.dir else {
+            return (None, None);
+        };
+        match rustix::fs::statat(fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => {
+                let size = u64::try_from(st.st_size).ok();
+                let modified = u64::try_from(st.st_mtime).ok().map(|secs| {
+                    let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+                    SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos)
+                });
+                (size, modified)
+            }
+            Err(_) => (None, None),
+        }
+    }
+}
+
+fn entry_of(ws: &Workspace, stats: &mut Stats, e: &ignore::DirEntry) -> Option<Entry> {
     let rel = ws.relative_of(e.path())?;
-    let meta = e.path().symlink_metadata().ok();
+    let (size_bytes, modified) = stats.of(ws, &rel);
     let name = e.file_name().to_string_lossy().into_owned();
     Some(Entry {
         is_hidden: name.starts_with('.'),
         name,
         path: rel.to_string_lossy().into_owned(),
         kind: EntryType::of(e.file_type()),
-        size_bytes: meta.as_ref().map_or(0, std::fs::Metadata::len),
-        modified: meta.and_then(|m| m.modified().ok()),
+        size_bytes,
+        modified,
         is_ignored: false,
         depth: e.depth(),
     })
@@ -169,11 +206,12 @@ fn list_dir_walk(
     };
     let mut warnings = Vec::new();
     let mut entries = Vec::new();
+    let mut stats = Stats::default();
     for item in b.build() {
         match item {
             Ok(e) if e.depth() == 0 => {}
             Ok(e) => {
-                if let Some(entry) = entry_of(ws, &e) {
+                if let Some(entry) = entry_of(ws, &mut stats, &e) {
                     entries.push(entry);
                 }
                 if entries.len() >= cap {
@@ -325,7 +363,7 @@ pub struct FilesRequest {
 /// Lists the regular files below a directory (symlinks are not followed nor
 /// listed, like `rg --files`) with the parallel walker; the full set is
 /// sorted before the cap, so the answer is deterministic. Sizes and times are
-/// read only for `SortKey::Modified` (`size_bytes` is 0 and `modified` `None`
+/// read only for `SortKey::Modified` (`size_bytes` and `modified` are `None`
 /// otherwise).
 pub fn list_files(
     ws: &Workspace,
@@ -360,6 +398,7 @@ fn list_files_walk(
             local: Vec::new(),
             sink: &found,
         };
+        let mut stats = Stats::default();
         let warnings = &warnings;
         let root = &root;
         let globs = &req.globs;
@@ -371,13 +410,17 @@ fn list_files_walk(
                         // Stat here, in the walker's threads, rather than after the walk.
                         // A stat per file costs as much as a third of the walk: only
                         // sorting by time pays for it.
-                        let meta = want_meta.then(|| e.metadata().ok()).flatten();
+                        let (size_bytes, modified) = if want_meta {
+                            stats.of(ws, &rel)
+                        } else {
+                            (None, None)
+                        };
                         batch.local.push(Entry {
                             name: e.file_name().to_string_lossy().into_owned(),
                             path: rel.to_string_lossy().into_owned(),
                             kind: EntryType::of(e.file_type()),
-                            size_bytes: meta.as_ref().map_or(0, std::fs::Metadata::len),
-                            modified: meta.and_then(|m| m.modified().ok()),
+                            size_bytes,
+                            modified,
                             is_hidden: false,
                             is_ignored: false,
                             depth: e.depth(),
@@ -619,6 +662,27 @@ mod tests {
     }
 
     #[test]
+    fn sizes_and_times_are_the_entries_own() {
+        let (_t, w) = tree();
+        let root = w.resolve(".").unwrap();
+        let l = list_dir(&w, &root, &dir_req(true)).unwrap();
+        let meta = |p: &str| std::fs::symlink_metadata(w.root().join(p)).unwrap();
+        for (path, size) in [("README.md", 6), ("src/lib.rs", 13), ("src/deep/x.rs", 1)] {
+            let e = l.entries.iter().find(|e| e.path == path).unwrap();
+            assert_eq!(e.size_bytes, Some(size), "{path}");
+            assert_eq!(e.modified, meta(path).modified().ok(), "{path}");
+        }
+        let mut by_time = files_req(&[], &[]);
+        by_time.sort = SortKey::Modified;
+        let l = list_files(&w, &root, &by_time).unwrap();
+        let readme = l.entries.iter().find(|e| e.path == "README.md").unwrap();
+        assert_eq!(
+            (readme.size_bytes, readme.modified),
+            (Some(6), meta("README.md").modified().ok())
+        );
+    }
+
+    #[test]
     fn symlinks_are_listed_not_followed() {
         let (t, w) = tree();
         std::os::unix::fs::symlink(t.path(), w.root().join("src/loop")).unwrap();
@@ -627,6 +691,8 @@ mod tests {
         let l = list_dir(&w, &root, &dir_req(true)).unwrap();
         let etc = l.entries.iter().find(|e| e.path == "src/etc").unwrap();
         assert_eq!(etc.kind, EntryType::Symlink);
+        // A link's own size (its target's length), not the target's.
+        assert_eq!(etc.size_bytes, Some(4));
         assert!(
             !l.entries
                 .iter()

@@ -107,6 +107,21 @@ impl Workspace {
         &self.root_fd
     }
 
+    /// Opens the directory `rel` beneath the root as an `O_PATH` handle, for
+    /// `*at` calls on its entries (`None` when it is not a directory beneath).
+    pub(crate) fn dir_handle(&self, rel: &Path) -> Option<OwnedFd> {
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match open_beneath_kernel(&self.root_fd, rel, flags) {
+            Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags).ok(),
+            other => other.ok(),
+        }
+    }
+
     /// Lexical checks: no NUL, not absolute (nor `~`, a drive letter, UNC),
     /// `..` never above the root. Comparison is by component.
     pub fn resolve(&self, input: &str) -> Result<WorkspacePath, FsError> {

@@ -151,7 +151,10 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         .iter()
         .map(|e| match e.kind.as_str() {
             "directory" => format!("{}/\n", e.path),
-            "file" => format!("{} ({} bytes)\n", e.path, e.size_bytes),
+            "file" => match e.size_bytes {
+                Some(n) => format!("{} ({n} bytes)\n", e.path),
+                None => format!("{} (size unknown)\n", e.path),
+            },
             other => format!("{} [{other}]\n", e.path),
         })
         .collect();

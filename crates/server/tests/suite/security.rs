@@ -242,6 +242,15 @@ fn race_directory_symlink_flip_never_leaks() {
         if r["result"]["isError"] == false && text.contains("flip/data.txt") {
             inside_listings += 1;
         }
+        // A listed entry's size is its own ("inside\n"), or unknown (null) when
+        // its directory was swapped away before it was examined; never that of
+        // the same-named file outside.
+        if let Some(entries) = r["result"]["structuredContent"]["entries"].as_array() {
+            for e in entries.iter().filter(|e| e["path"] == "flip/data.txt") {
+                let size = &e["size_bytes"];
+                assert!(*size == 7 || size.is_null(), "size from outside: {e}");
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let flips = flipper.join().unwrap();
