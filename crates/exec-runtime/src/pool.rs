@@ -442,16 +442,11 @@ impl ExecRuntime {
         // The child enters the directory through this handle (fchdir), never
         // by its path: a directory swapped for a symlink after the check
         // cannot move the command outside the workspace.
-        let (cwd_handle, kind) = self
+        let cwd_handle = self
             .inner
             .workspace
-            .open_beneath(&workdir)
+            .open_dir_handle(&workdir)
             .map_err(ExecError::Workdir)?;
-        if kind != ctm_workspace_fs::Kind::Directory {
-            return Err(ExecError::Workdir(FsError::NotADirectory(
-                workdir.as_given().to_owned(),
-            )));
-        }
         let cwd = self
             .inner
             .workspace
@@ -507,7 +502,7 @@ impl ExecRuntime {
     fn spawn(
         &self,
         req: &ExecRequest,
-        cwd: std::fs::File,
+        cwd: std::os::fd::OwnedFd,
         env: &BTreeMap<String, String>,
         writable: &[PathBuf],
     ) -> Result<Arc<Cmd>, ExecError> {

@@ -107,19 +107,31 @@ impl Workspace {
         &self.root_fd
     }
 
-    /// Opens the directory `rel` beneath the root as an `O_PATH` handle, for
-    /// `*at` calls on its entries (`None` when it is not a directory beneath).
-    pub(crate) fn dir_handle(&self, rel: &Path) -> Option<OwnedFd> {
-        let rel = if rel.as_os_str().is_empty() {
+    /// Opens the directory `path` beneath the root as an `O_PATH` handle, for
+    /// `fchdir` and `*at` calls: the same verdicts as [`Self::open_beneath`],
+    /// without needing read permission on the directory.
+    pub fn open_dir_handle(&self, path: &WorkspacePath) -> Result<OwnedFd, FsError> {
+        let rel = if path.relative().as_os_str().is_empty() {
             Path::new(".")
         } else {
-            rel
+            path.relative()
         };
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        match open_beneath_kernel(&self.root_fd, rel, flags) {
-            Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags).ok(),
-            other => other.ok(),
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let fd = match open_beneath_kernel(&self.root_fd, rel, flags) {
+            Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags),
+            other => other.map_err(|e| errno_to_error(path, e)),
+        }?;
+        match rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
+            Ok(FileType::Directory) => Ok(fd),
+            Ok(_) => Err(FsError::NotADirectory(path.as_given().to_owned())),
+            Err(e) => Err(errno_to_error(path, e)),
         }
+    }
+
+    /// [`Self::open_dir_handle`] of a workspace-relative path found by a walk.
+    pub(crate) fn dir_handle(&self, rel: &Path) -> Option<OwnedFd> {
+        self.open_dir_handle(&WorkspacePath::from_walk(rel.to_path_buf()))
+            .ok()
     }
 
     /// Lexical checks: no NUL, not absolute (nor `~`, a drive letter, UNC),

@@ -493,3 +493,38 @@ async fn command_that_closes_its_output_keeps_running_until_killed() {
     assert_eq!(k.status, KillStatus::Terminated, "{k:?}");
     assert!(!group_alive(&pgid));
 }
+
+/// The command starts in its workdir, entered through a handle opened beneath
+/// the root; a file or a link out is refused with the boundary's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workdir_is_entered_beneath_the_root() {
+    let f = fixture(PermissionMode::Trusted);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(f.ws.path().join("sub/deeper")).unwrap();
+    std::fs::write(f.ws.path().join("file.txt"), "x").unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.ws.path().join("out")).unwrap();
+    std::os::unix::fs::symlink("sub", f.ws.path().join("in")).unwrap();
+    for (workdir, ends) in [("sub/deeper", "/sub/deeper\n"), ("in", "/sub\n")] {
+        let mut r = req("pwd -P");
+        r.workdir = workdir.into();
+        let s = run(&f, r, 10 * SEC).await;
+        assert!(
+            s.stdout.text.ends_with(ends),
+            "{workdir}: {:?}",
+            s.stdout.text
+        );
+    }
+    for (workdir, want) in [
+        ("file.txt", "NotADirectory"),
+        ("out", "SymlinkEscape"),
+        ("missing", "NotFound"),
+    ] {
+        let mut r = req("pwd");
+        r.workdir = workdir.into();
+        let e =
+            f.rt.exec(r, 10 * SEC, std::future::pending(), 1 << 20)
+                .await
+                .unwrap_err();
+        assert!(format!("{e:?}").contains(want), "{workdir}: {e:?}");
+    }
+}
