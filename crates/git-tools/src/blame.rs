@@ -47,11 +47,10 @@ impl GitRepo {
         end: Option<u32>,
         max_lines: u32,
     ) -> Result<BlameOutcome, GitError> {
-        // The path's boundary verdict comes before anything about history.
-        self.repo_path(path)?;
+        // file_at judges the path before anything about history.
+        let content = self.file_at(rev, path)?;
         let repo = self.local();
         let id = self.commit_id(&repo, rev)?;
-        let content = self.file_at(rev, path)?;
         if content[..content.len().min(8000)].contains(&0) {
             return Err(GitError::Binary(path.to_owned()));
         }

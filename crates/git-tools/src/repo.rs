@@ -1,6 +1,6 @@
 //! Opening the repository of the workspace.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ctm_workspace_fs::Workspace;
 use gix::bstr::{BString, ByteSlice};
@@ -24,22 +24,6 @@ impl std::fmt::Debug for GitRepo {
     }
 }
 
-fn read_gitdir_link(dot_git: &Path) -> Option<PathBuf> {
-    // A `.git` file holds `gitdir: <path>`; it is read here only to be checked.
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "reads the .git link to check where it points"
-    )]
-    let text = std::fs::read_to_string(dot_git).ok()?;
-    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
-    let p = Path::new(target);
-    Some(if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dot_git.parent()?.join(p)
-    })
-}
-
 impl GitRepo {
     /// Opens the repository whose work tree is the workspace or contains it.
     pub fn open(ws: &Workspace) -> Result<Self, GitError> {
@@ -52,7 +36,7 @@ impl GitRepo {
                     return Err(GitError::LinkOutside(".git is a symlink".into()));
                 }
             } else if meta.is_file() {
-                match read_gitdir_link(&dot_git) {
+                match ctm_workspace_fs::gitdir_link(&dot_git) {
                     Some(target) if !escapes(&target) => {}
                     Some(target) => {
                         return Err(GitError::LinkOutside(target.display().to_string()));

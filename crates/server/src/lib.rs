@@ -4,7 +4,7 @@
 //! nothing else.
 //!
 //! The library exists so that fuzz targets and embedders reach the same
-//! argument decoder the server uses ([`validate_arguments`]); everything else
+//! argument decoder the server uses ([`validate_arguments`], [`tool_names`]); everything else
 //! stays private to the server.
 
 #![allow(
@@ -95,6 +95,12 @@ pub fn run_command_line() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The names of every tool of the catalog, `view_image` included, in
+/// `tools/list` order.
+pub fn tool_names() -> impl Iterator<Item = &'static str> {
+    catalog::enabled_tools(true).map(|t| t.name)
 }
 
 /// Validates the `arguments` of a `tools/call` of `tool` exactly as the server

@@ -79,7 +79,7 @@ fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
             let dot_git = dir.join(".git");
             out.extend([dot_git.clone(), dot_git.join("info/exclude")]);
         }
-        if let Some(target) = gitdir_of(&dir.join(".git")) {
+        if let Some(target) = gitdir_link(&dir.join(".git")) {
             git_dirs.push(target);
         }
     }
@@ -95,11 +95,10 @@ fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The `gitdir:` of a `.git` file.
-fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
-    if !dot_git.is_file() {
-        return None;
-    }
+/// Where a `.git` *file* points (its `gitdir:` line, relative to the file's
+/// directory unless absolute); `None` for a directory, a missing file or a
+/// file without that line.
+pub fn gitdir_link(dot_git: &Path) -> Option<PathBuf> {
     let text = read_small(dot_git)?;
     let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
     Some(dot_git.parent()?.join(target))

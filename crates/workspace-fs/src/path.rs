@@ -111,20 +111,31 @@ impl Workspace {
     /// `fchdir` and `*at` calls: the same verdicts as [`Self::open_beneath`],
     /// without needing read permission on the directory.
     pub fn open_dir_handle(&self, path: &WorkspacePath) -> Result<OwnedFd, FsError> {
-        let rel = if path.relative().as_os_str().is_empty() {
+        let fd = self.open_rel(path.relative(), OFlags::PATH | OFlags::CLOEXEC, path)?;
+        match kind_of(&fd, path)? {
+            Kind::Directory => Ok(fd),
+            _ => Err(FsError::NotADirectory(path.as_given().to_owned())),
+        }
+    }
+
+    /// Opens `rel` beneath the root: `openat2(RESOLVE_BENEATH)` where the
+    /// kernel has it, the `O_NOFOLLOW` walk otherwise — and for an absolute
+    /// symlink, which `RESOLVE_BENEATH` always refuses but may point inside.
+    /// Errors name `shown`.
+    fn open_rel(
+        &self,
+        rel: &Path,
+        flags: OFlags,
+        shown: &WorkspacePath,
+    ) -> Result<OwnedFd, FsError> {
+        let rel = if rel.as_os_str().is_empty() {
             Path::new(".")
         } else {
-            path.relative()
+            rel
         };
-        let flags = OFlags::PATH | OFlags::CLOEXEC;
-        let fd = match open_beneath_kernel(&self.root_fd, rel, flags) {
+        match open_beneath_kernel(&self.root_fd, rel, flags) {
             Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags),
-            other => other.map_err(|e| errno_to_error(path, e)),
-        }?;
-        match rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
-            Ok(FileType::Directory) => Ok(fd),
-            Ok(_) => Err(FsError::NotADirectory(path.as_given().to_owned())),
-            Err(e) => Err(errno_to_error(path, e)),
+            other => other.map_err(|e| errno_to_error(shown, e)),
         }
     }
 
@@ -179,19 +190,9 @@ impl Workspace {
     /// a path whose tail does not exist yet passes.
     pub fn check(&self, input: &str) -> Result<WorkspacePath, FsError> {
         let path = self.resolve(input)?;
-        let flags = OFlags::PATH | OFlags::CLOEXEC;
         let mut probe = path.relative().to_path_buf();
         loop {
-            let rel = if probe.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                probe.as_path()
-            };
-            let opened = match open_beneath_kernel(&self.root_fd, rel, flags) {
-                Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, flags),
-                other => other.map_err(|e| errno_to_error(&path, e)),
-            };
-            match opened {
+            match self.open_rel(&probe, OFlags::PATH | OFlags::CLOEXEC, &path) {
                 Err(FsError::SymlinkEscape(_)) => {
                     return Err(FsError::SymlinkEscape(input.to_owned()));
                 }
@@ -209,18 +210,8 @@ impl Workspace {
     /// `SymlinkEscape`, whatever happens to the tree meanwhile.
     pub fn open_beneath(&self, path: &WorkspacePath) -> Result<(File, Kind), FsError> {
         let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
-        let fd = match open_beneath_kernel(&self.root_fd, path.relative(), flags) {
-            // No openat2 here; or an absolute symlink, which RESOLVE_BENEATH always
-            // refuses but may point inside: the walk decides both safely.
-            Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, path.relative(), flags),
-            other => other.map_err(|e| errno_to_error(path, e)),
-        }?;
-        let kind = match rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
-            Ok(FileType::RegularFile) => Kind::File,
-            Ok(FileType::Directory) => Kind::Directory,
-            Ok(_) => Kind::Other,
-            Err(e) => return Err(errno_to_error(path, e)),
-        };
+        let fd = self.open_rel(path.relative(), flags, path)?;
+        let kind = kind_of(&fd, path)?;
         Ok((File::from(fd), kind))
     }
 
@@ -244,16 +235,7 @@ impl Workspace {
         let parent = path.relative.parent().unwrap_or(Path::new(""));
         let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let open = |rel: &Path| -> Result<OwnedFd, FsError> {
-            let wp = WorkspacePath::from_walk(rel.to_path_buf());
-            let rel = if rel.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                rel
-            };
-            match open_beneath_kernel(&self.root_fd, rel, dir_flags) {
-                Err(Errno::NOSYS | Errno::XDEV) => open_beneath_walk(self, rel, dir_flags),
-                other => other.map_err(|e| errno_to_error(&wp, e)),
-            }
+            self.open_rel(rel, dir_flags, &WorkspacePath::from_walk(rel.to_path_buf()))
         };
         match open(parent) {
             Ok(fd) => return Ok((fd, name)),
@@ -313,6 +295,16 @@ fn open_beneath_kernel(root: &OwnedFd, rel: &Path, flags: OFlags) -> Result<Owne
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
     )
+}
+
+/// What an opened handle is.
+fn kind_of(fd: &OwnedFd, path: &WorkspacePath) -> Result<Kind, FsError> {
+    match rustix::fs::fstat(fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
+        Ok(FileType::RegularFile) => Ok(Kind::File),
+        Ok(FileType::Directory) => Ok(Kind::Directory),
+        Ok(_) => Ok(Kind::Other),
+        Err(e) => Err(errno_to_error(path, e)),
+    }
 }
 
 fn errno_to_error(path: &WorkspacePath, e: Errno) -> FsError {
