@@ -46,9 +46,10 @@ async fn main() -> ExitCode {
         gates: Gates::for_mode(PermissionMode::Trusted, false),
         inherit: EnvInherit::Core,
         budget: RetentionBudget::default(),
+        allow_roots: Vec::new(),
     };
     // Private HOME/TMPDIR for the commands, removed when the runtime drops.
-    let dirs = RuntimeDirs::create(root)
+    let dirs = RuntimeDirs::create(root, None)
         .map(Arc::new)
         .map_err(|e| e.to_string());
     let runtime = ExecRuntime::new(config, workspace, dirs);

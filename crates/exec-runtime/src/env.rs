@@ -89,6 +89,9 @@ pub struct EnvSpec<'a> {
     pub cache: &'a str,
     /// Under a PTY (`TERM` stays a real terminal type).
     pub tty: bool,
+    /// Real toolchain locations (`RUSTUP_HOME`, `PYENV_ROOT`, ...), which the
+    /// private `HOME` would otherwise hide.
+    pub toolchain: &'a [(String, String)],
     /// The caller's variables, applied last.
     pub caller: &'a BTreeMap<String, String>,
 }
@@ -109,6 +112,9 @@ pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
         .collect();
     env.entry("PATH".into())
         .or_insert_with(|| "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".into());
+    for (k, v) in spec.toolchain {
+        env.insert(k.clone(), v.clone());
+    }
     env.insert("HOME".into(), spec.home.into());
     env.insert("TMPDIR".into(), spec.tmp.into());
     env.insert("XDG_CACHE_HOME".into(), spec.cache.into());
@@ -165,6 +171,7 @@ mod tests {
             tmp: "/rt/tmp",
             cache: "/rt/cache",
             tty: false,
+            toolchain: &[],
             caller: &caller,
         };
         let env = build_env(&spec);

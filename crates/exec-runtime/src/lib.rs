@@ -20,8 +20,8 @@
 //! let ws = tempfile::tempdir().unwrap();
 //! let base = tempfile::tempdir().unwrap();
 //! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
-//! let dirs = RuntimeDirs::create_in(base.path(), ws.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
-//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, budget: RetentionBudget::default() };
+//! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
+//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, budget: RetentionBudget::default(), allow_roots: Vec::new() };
 //! let rt = ExecRuntime::new(cfg, workspace, dirs);
 //! let req = ExecRequest { cmd: "echo hello; exit 3".into(), workdir: ".".into(), timeout: Duration::from_secs(10), ..Default::default() };
 //! let snap = rt.exec(req, Duration::from_secs(10), std::future::pending(), 65536).await.unwrap();
@@ -31,18 +31,27 @@
 
 mod buffer;
 mod env;
+mod paths;
 mod policy;
 mod pool;
+mod roots;
 mod runtime_dirs;
 mod sandbox;
+mod seccomp;
+mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
 pub use env::{EnvInherit, EnvSpec, build_env, is_sensitive};
+pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executable};
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{
     Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime, KillOutcome, KillStatus, OutputPage,
     Snapshot, Status, Stream, WaitEnd,
 };
+pub use roots::{
+    SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,
+};
 pub use runtime_dirs::{RetentionBudget, RuntimeDirError, RuntimeDirs};
 pub use rustix::process::Signal;
-pub use sandbox::{LandlockSupport, support as landlock_support};
+pub use sandbox::{DEVICES, LandlockSupport, support as landlock_support};
+pub use seccomp::{REFUSED as SECCOMP_REFUSED, available as seccomp_available};

@@ -8,15 +8,18 @@ use std::time::{Duration, Instant};
 
 use ctm_workspace_fs::{FsError, Workspace};
 use ring::rand::{SecureRandom, SystemRandom};
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::buffer::{RetainedStream, Slice};
 use crate::env::{EnvInherit, EnvSpec, build_env};
-use crate::policy::{Gates, Refusal, classify};
+use crate::paths::{Reach, path_arguments, privileged_executable};
+use crate::policy::{GateState, Gates, Permission, Refusal, classify};
+use crate::roots::{Toolchains, discover};
 use crate::runtime_dirs::{RetentionBudget, RuntimeDirs};
-use crate::sandbox;
+use crate::sandbox::{ChildSandbox, SandboxSpec};
+use crate::{sandbox, seccomp, supervisor};
 
 /// How long a finished command's readers may drain after it exits.
 const EXIT_DRAIN: Duration = Duration::from_millis(50);
@@ -151,6 +154,9 @@ pub struct Snapshot {
     pub tty: bool,
     /// Why the wait ended.
     pub wait_end: WaitEnd,
+    /// The command's shell has exited but processes it started still run
+    /// (they count against the active-command limit until they end).
+    pub background_running: bool,
 }
 
 /// Why a wait ended.
@@ -196,8 +202,10 @@ impl KillStatus {
 pub struct KillOutcome {
     /// The verdict.
     pub status: KillStatus,
-    /// Signals sent to the process group, in order.
+    /// Signals sent to the command's processes, in order.
     pub signals_sent: Vec<&'static str>,
+    /// Processes the signals reached (the shell and everything it started).
+    pub processes_signalled: usize,
     /// The final snapshot.
     pub snapshot: Snapshot,
 }
@@ -228,6 +236,9 @@ pub struct ExecConfig {
     pub inherit: EnvInherit,
     /// Retention and pool budgets.
     pub budget: RetentionBudget,
+    /// Extra read roots from the operator (`--exec-allow-root`,
+    /// `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS`).
+    pub allow_roots: Vec<PathBuf>,
 }
 
 /// A command to start.
@@ -263,12 +274,15 @@ struct State {
     timed_out: bool,
     readers_open: u8,
     last_output: Option<Instant>,
+    /// The supervisor still runs: something of this command is alive.
+    tree_alive: bool,
 }
 
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 struct Cmd {
     id: String,
+    /// The supervisor: every process of the command is below it.
     pid: i32,
     tty: bool,
     started: Instant,
@@ -290,8 +304,22 @@ impl Cmd {
         self.lock().exit.is_some()
     }
 
-    fn signal_group(&self, sig: Signal) -> bool {
-        Pid::from_raw(self.pid).is_some_and(|p| rustix::process::kill_process_group(p, sig).is_ok())
+    fn alive(&self) -> bool {
+        self.lock().tree_alive
+    }
+
+    /// Waits until nothing of the command runs, or the deadline.
+    async fn wait_gone(&self, deadline: Instant) -> bool {
+        let mut rx = self.changed.subscribe();
+        loop {
+            if !self.alive() {
+                return true;
+            }
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return !self.alive() },
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => return !self.alive(),
+            }
+        }
     }
 }
 
@@ -300,6 +328,7 @@ struct Inner {
     workspace: Workspace,
     dirs: Result<Arc<RuntimeDirs>, String>,
     inherited_env: Vec<(String, String)>,
+    toolchains: Toolchains,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
     rng: SystemRandom,
 }
@@ -340,12 +369,15 @@ impl ExecRuntime {
     ) -> Self {
         // Orphaned grandchildren are re-parented to us, so we can reap them.
         let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+        let inherited_env: Vec<(String, String)> = std::env::vars().collect();
+        let toolchains = discover(&inherited_env, &cfg.allow_roots);
         Self {
             inner: Arc::new(Inner {
                 cfg,
                 workspace,
                 dirs,
-                inherited_env: std::env::vars().collect(),
+                inherited_env,
+                toolchains,
                 commands: Mutex::new(HashMap::new()),
                 rng: SystemRandom::new(),
             }),
@@ -366,9 +398,24 @@ impl ExecRuntime {
             .ok_or_else(|| ExecError::NotFound(id.to_owned()))
     }
 
-    /// Commands running now.
+    /// Commands with a process alive (a running shell, or what it left
+    /// running in the background).
     pub fn active(&self) -> usize {
-        self.commands().values().filter(|c| !c.exited()).count()
+        self.commands().values().filter(|c| c.alive()).count()
+    }
+
+    /// Where commands may read and execute, and the toolchain variables.
+    pub fn toolchains(&self) -> &Toolchains {
+        &self.inner.toolchains
+    }
+
+    /// Where commands may write (workspace and runtime directory).
+    pub fn write_roots(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.inner.workspace.root().to_path_buf()];
+        if let Ok(d) = &self.inner.dirs {
+            v.push(d.root().to_path_buf());
+        }
+        v
     }
 
     fn new_id(&self) -> String {
@@ -386,11 +433,17 @@ impl ExecRuntime {
         let b = &self.inner.cfg.budget;
         let mut map = self.commands();
         let ttl = Duration::from_secs(b.retained_ttl_secs);
-        map.retain(|_, c| c.lock().exit.is_none_or(|e| e.at.elapsed() < ttl));
+        map.retain(|_, c| {
+            let s = c.lock();
+            s.tree_alive || s.exit.is_none_or(|e| e.at.elapsed() < ttl)
+        });
         let mut finished: Vec<(Instant, String, usize)> = map
             .values()
             .filter_map(|c| {
                 let s = c.lock();
+                if s.tree_alive {
+                    return None;
+                }
                 s.exit.map(|e| {
                     (
                         e.at,
@@ -452,21 +505,49 @@ impl ExecRuntime {
             .workspace
             .open_dir(&workdir)
             .map_err(ExecError::Workdir)?;
-        let ws_root = self.inner.workspace.root().to_string_lossy().into_owned();
-        let rt_root = dirs.root().to_string_lossy().into_owned();
         let env_pairs: Vec<(&str, &str)> = req
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let gates = self.inner.cfg.gates;
-        if let Some(r) = classify(
-            &req.cmd,
-            &env_pairs,
-            &[&ws_root, &rt_root, cwd.to_string_lossy().as_ref()],
-        )
-        .into_iter()
-        .find(|r| !gates.allows(r.permission))
+        let home = dirs.home();
+        let env = self.command_env(&req, &dirs);
+        if gates.privileged_executable == GateState::Blocked
+            && let Some(p) = privileged_executable(
+                &req.cmd,
+                env.get("PATH").map(String::as_str).unwrap_or_default(),
+                &cwd,
+            )
+        {
+            return Err(ExecError::Permission(Refusal {
+                permission: Permission::PrivilegedExecutable,
+                evidence: format!("{} is setuid/setgid", p.display()),
+                path: Some(p.display().to_string()),
+            }));
+        }
+        if gates.filesystem_escape == GateState::Blocked {
+            let reach = Reach {
+                workspace: &self.inner.workspace,
+                workdir: workdir.relative(),
+                runtime: dirs.root(),
+                home: &home,
+                read_roots: &self.inner.toolchains.read_roots,
+            };
+            if let Some(a) = path_arguments(&req.cmd)
+                .into_iter()
+                .find(|a| !reach.allows(a))
+            {
+                return Err(ExecError::Permission(Refusal {
+                    permission: Permission::FilesystemEscape,
+                    evidence: a.text.clone(),
+                    path: Some(a.text),
+                }));
+            }
+        }
+        if let Some(r) = classify(&req.cmd, &env_pairs)
+            .into_iter()
+            .find(|r| !gates.allows(r.permission))
         {
             return Err(ExecError::Permission(r));
         }
@@ -475,10 +556,25 @@ impl ExecRuntime {
         if active >= max {
             return Err(ExecError::LimitReached { active, max });
         }
+        let cmd = self.spawn(&req, cwd_handle, &env)?;
+        self.commands().insert(cmd.id.clone(), cmd.clone());
+        self.watchdog(&cmd, req.timeout);
+        let end = wait_for(&cmd, Instant::now() + wait, None, cancel).await;
+        Ok(snapshot(&cmd, end, max_output_bytes))
+    }
+
+    fn command_env(&self, req: &ExecRequest, dirs: &RuntimeDirs) -> BTreeMap<String, String> {
         let home = dirs.home().to_string_lossy().into_owned();
         let tmp = dirs.tmp().to_string_lossy().into_owned();
         let cache = dirs.cache().to_string_lossy().into_owned();
-        let env = build_env(&EnvSpec {
+        let gates = self.inner.cfg.gates;
+        let mut toolchain = self.inner.toolchains.env.clone();
+        if gates.network == GateState::Blocked && toolchain.iter().any(|(k, _)| k == "RUSTUP_HOME")
+        {
+            // A missing toolchain is an error here, never a download.
+            toolchain.push(("RUSTUP_AUTO_INSTALL".into(), "0".into()));
+        }
+        build_env(&EnvSpec {
             inherited: &self.inner.inherited_env,
             inherit: self.inner.cfg.inherit,
             filter_sensitive: gates.secret_env_filter,
@@ -486,17 +582,27 @@ impl ExecRuntime {
             tmp: &tmp,
             cache: &cache,
             tty: req.tty,
+            toolchain: &toolchain,
             caller: &req.env,
-        });
-        let writable = vec![
-            self.inner.workspace.root().to_path_buf(),
-            dirs.root().to_path_buf(),
-        ];
-        let cmd = self.spawn(&req, cwd_handle, &env, &writable)?;
-        self.commands().insert(cmd.id.clone(), cmd.clone());
-        self.watchdog(&cmd, req.timeout);
-        let end = wait_for(&cmd, Instant::now() + wait, None, cancel).await;
-        Ok(snapshot(&cmd, end, max_output_bytes))
+        })
+    }
+
+    fn sandbox(
+        &self,
+        terminal: Option<&std::path::Path>,
+    ) -> Result<Option<ChildSandbox>, ExecError> {
+        let gates = self.inner.cfg.gates;
+        if !gates.landlock || !sandbox::support().available {
+            return Ok(None);
+        }
+        ChildSandbox::prepare(&SandboxSpec {
+            read_roots: &self.inner.toolchains.read_roots,
+            write_roots: &self.write_roots(),
+            deny_tcp: gates.network == GateState::Blocked,
+            terminal,
+        })
+        .map(Some)
+        .map_err(ExecError::Spawn)
     }
 
     fn spawn(
@@ -504,14 +610,17 @@ impl ExecRuntime {
         req: &ExecRequest,
         cwd: std::os::fd::OwnedFd,
         env: &BTreeMap<String, String>,
-        writable: &[PathBuf],
     ) -> Result<Arc<Cmd>, ExecError> {
-        let confine = self.inner.cfg.gates.landlock && sandbox::support().available;
-        let mut ruleset = if confine {
-            Some(sandbox::ruleset(writable).map_err(ExecError::Spawn)?)
-        } else {
-            None
+        use std::os::fd::AsRawFd;
+        let gates = self.inner.cfg.gates;
+        let filter = match seccomp::program() {
+            Ok(p) if gates.landlock && seccomp::available().is_ok() => Some(p),
+            _ => None,
         };
+        // The supervisor reports the shell's wait status on this pipe.
+        let (status_r, status_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| ExecError::Spawn(e.to_string()))?;
+        let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
         let (tx, _) = watch::channel(0u64);
         let new_cmd = |pid: i32, tty: bool, readers: u8, stdin: Option<Writer>| {
@@ -529,41 +638,59 @@ impl ExecRuntime {
                     timed_out: false,
                     readers_open: readers,
                     last_output: None,
+                    tree_alive: true,
                 }),
                 changed: tx.clone(),
                 stdin: tokio::sync::Mutex::new(stdin),
             })
         };
+        let tty = req.tty;
+        let (pty, pts) = if tty {
+            let (pty, pts) = pty_process::open().map_err(|e| ExecError::Spawn(e.to_string()))?;
+            (Some(pty), Some(pts))
+        } else {
+            (None, None)
+        };
+        let terminal = pts
+            .as_ref()
+            .and_then(|p| std::fs::read_link(format!("/proc/self/fd/{}", p.as_raw_fd())).ok());
+        let sandbox = self.sandbox(terminal.as_deref())?;
         let child_setup = move || -> std::io::Result<()> {
+            // SAFETY: we are between fork and exec; `split` forks once more
+            // and returns only in the command's shell.
+            #[allow(unsafe_code)]
+            unsafe {
+                supervisor::split(status_fd, !tty)?;
+            }
             rustix::process::fchdir(&cwd).map_err(std::io::Error::from)?;
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-                .map_err(std::io::Error::from)?;
-            if let Some(r) = ruleset.take() {
-                sandbox::enforce(r)?;
+            if let Some(s) = &sandbox {
+                s.enforce()?;
+            }
+            if let Some(f) = filter {
+                seccomp::enforce(f)?;
             }
             Ok(())
         };
-        if req.tty {
-            let (pty, pts) = pty_process::open().map_err(|e| ExecError::Spawn(e.to_string()))?;
+        if let (Some(pty), Some(pts)) = (pty, pts) {
             let _ = pty.resize(pty_process::Size::new(40, 120));
             let command = pty_process::Command::new("/bin/sh")
                 .arg("-c")
                 .arg(&req.cmd)
                 .env_clear()
                 .envs(env);
-            // SAFETY: the closure runs in the child between fork and exec; it
-            // only makes three syscalls (fchdir, prctl, landlock_restrict_self)
-            // on values prepared before the fork.
+            // SAFETY: the closure runs in the child between fork and exec and
+            // makes only system calls on values prepared before the fork.
             #[allow(unsafe_code)]
             let command = unsafe { command.pre_exec(child_setup) };
             let child = command
                 .spawn(pts)
                 .map_err(|e| ExecError::Spawn(e.to_string()))?;
+            drop(status_w);
             let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             let (reader, writer) = pty.into_split();
             let cmd = new_cmd(pid, true, 1, Some(Box::new(writer)));
             spawn_reader(cmd.clone(), reader, Stream::Stdout);
-            spawn_waiter(cmd.clone(), child);
+            spawn_waiter(cmd.clone(), child, status_r);
             if !req.stdin.is_empty() {
                 let c = cmd.clone();
                 let text = req.stdin.clone();
@@ -585,9 +712,8 @@ impl ExecRuntime {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .process_group(0)
             .kill_on_drop(false);
-        // SAFETY: as above — three syscalls on values prepared before the fork.
+        // SAFETY: as above — system calls on values prepared before the fork.
         #[allow(unsafe_code)]
         unsafe {
             command.pre_exec(child_setup);
@@ -595,6 +721,8 @@ impl ExecRuntime {
         let mut child = command
             .spawn()
             .map_err(|e| ExecError::Spawn(e.to_string()))?;
+        drop(command);
+        drop(status_w);
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let cmd = new_cmd(pid, false, 2, None);
         if let Some(out) = child.stdout.take() {
@@ -612,7 +740,7 @@ impl ExecRuntime {
                 // Dropping the handle delivers EOF.
             });
         }
-        spawn_waiter(cmd.clone(), child);
+        spawn_waiter(cmd.clone(), child, status_r);
         Ok(cmd)
     }
 
@@ -621,8 +749,10 @@ impl ExecRuntime {
         let mut rx = cmd.changed.subscribe();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + timeout;
+            // The timeout bounds everything the command started, background
+            // processes included.
             loop {
-                if cmd.exited() {
+                if !cmd.alive() {
                     return;
                 }
                 tokio::select! {
@@ -630,14 +760,18 @@ impl ExecRuntime {
                     () = tokio::time::sleep_until(deadline) => break,
                 }
             }
-            if cmd.exited() {
+            if !cmd.alive() {
                 return;
             }
-            cmd.lock().timed_out = true;
-            cmd.signal_group(Signal::TERM);
-            tokio::time::sleep(TIMEOUT_GRACE).await;
-            if !cmd.exited() {
-                cmd.signal_group(Signal::KILL);
+            {
+                let mut s = cmd.lock();
+                if s.exit.is_none() {
+                    s.timed_out = true;
+                }
+            }
+            supervisor::signal_tree(cmd.pid, Signal::TERM);
+            if !cmd.wait_gone(Instant::now() + TIMEOUT_GRACE).await {
+                supervisor::kill_tree(cmd.pid);
             }
         });
     }
@@ -672,7 +806,10 @@ impl ExecRuntime {
         Ok(snapshot(&cmd, end, max_output_bytes))
     }
 
-    /// Signals the group, waits, escalates to KILL, waits, sweeps survivors.
+    /// Signals every process of the command, waits for all of them to
+    /// end, escalates to KILL for what is left, and waits again. A command
+    /// whose shell has exited may still have background processes: they are
+    /// ended the same way.
     pub async fn kill(
         &self,
         id: &str,
@@ -683,43 +820,49 @@ impl ExecRuntime {
     ) -> Result<KillOutcome, ExecError> {
         let cmd = self.get(id)?;
         let mut sent = Vec::new();
-        if cmd.exited() {
+        let mut reached = 0;
+        if !cmd.alive() {
             let snap = snapshot(&cmd, WaitEnd::Exited, max_output_bytes);
             return Ok(KillOutcome {
                 status: KillStatus::Exited,
                 signals_sent: sent,
+                processes_signalled: 0,
                 snapshot: snap,
             });
         }
-        cmd.signal_group(signal);
+        let leader_was_running = !cmd.exited();
+        if signal == Signal::KILL {
+            reached += supervisor::kill_tree(cmd.pid);
+        } else {
+            reached += supervisor::signal_tree(cmd.pid, signal);
+        }
         sent.push(signal_name(signal.as_raw()));
-        let mut end = wait_for(&cmd, Instant::now() + wait, None, std::future::pending()).await;
-        if !cmd.exited() && signal != Signal::KILL {
-            cmd.signal_group(Signal::KILL);
-            sent.push("SIGKILL");
-            end = wait_for(
-                &cmd,
-                Instant::now() + kill_wait,
-                None,
-                std::future::pending(),
-            )
-            .await;
+        let mut gone = cmd.wait_gone(Instant::now() + wait).await;
+        if !gone {
+            reached += supervisor::kill_tree(cmd.pid);
+            if signal != Signal::KILL {
+                sent.push("SIGKILL");
+            }
+            gone = cmd.wait_gone(Instant::now() + kill_wait).await;
         }
-        // A dead leader is not a dead group: sweep and reap survivors.
-        if cmd.exited() {
-            cmd.signal_group(Signal::KILL);
-            reap_group(cmd.pid);
-        }
+        let end = if cmd.exited() {
+            // Let the readers drain what the last moments printed.
+            wait_for(&cmd, Instant::now(), None, std::future::pending()).await
+        } else {
+            WaitEnd::Deadline
+        };
         let snap = snapshot(&cmd, end, max_output_bytes);
-        let status = match (snap.status, snap.signal) {
-            (Status::Running, _) => KillStatus::Terminating,
-            (_, Some("SIGKILL")) => KillStatus::Killed,
-            (_, Some(_)) => KillStatus::Terminated,
+        let status = match (gone, snap.status, snap.signal) {
+            (false, _, _) | (_, Status::Running, _) => KillStatus::Terminating,
+            _ if !leader_was_running => KillStatus::Exited,
+            (_, _, Some("SIGKILL")) => KillStatus::Killed,
+            (_, _, Some(_)) => KillStatus::Terminated,
             _ => KillStatus::Exited,
         };
         Ok(KillOutcome {
             status,
             signals_sent: sent,
+            processes_signalled: reached,
             snapshot: snap,
         })
     }
@@ -748,13 +891,16 @@ impl ExecRuntime {
         })
     }
 
-    /// Ends every running command's process group (server shutdown).
-    pub fn shutdown(&self) {
-        for c in self.commands().values() {
-            if !c.exited() {
-                c.signal_group(Signal::KILL);
-            }
-        }
+    /// Kills every process of every command (server shutdown); returns
+    /// how many were killed.
+    pub fn shutdown(&self) -> usize {
+        let alive: Vec<Arc<Cmd>> = self
+            .commands()
+            .values()
+            .filter(|c| c.alive())
+            .cloned()
+            .collect();
+        alive.iter().map(|c| supervisor::kill_tree(c.pid)).sum()
     }
 }
 
@@ -782,39 +928,42 @@ fn spawn_reader(cmd: Arc<Cmd>, mut r: impl AsyncRead + Send + Unpin + 'static, s
     });
 }
 
-fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child) {
+fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os::fd::OwnedFd) {
     tokio::spawn(async move {
         use std::os::unix::process::ExitStatusExt;
-        let status = child.wait().await;
+        let mut raw = [0u8; 4];
+        let shell = match tokio::net::unix::pipe::Receiver::from_owned_fd(status) {
+            Ok(mut rx) => rx
+                .read_exact(&mut raw)
+                .await
+                .ok()
+                .map(|_| i32::from_ne_bytes(raw)),
+            Err(_) => None,
+        };
+        if let Some(st) = shell {
+            let (code, signal) = supervisor::decode(st);
+            cmd.lock().exit = Some(ExitInfo {
+                code,
+                signal,
+                at: Instant::now(),
+            });
+            cmd.bump();
+        }
+        let sup = child.wait().await;
         {
             let mut s = cmd.lock();
-            s.exit = Some(match status {
-                Ok(st) => ExitInfo {
-                    code: st.code(),
-                    signal: st.signal(),
+            if s.exit.is_none() {
+                // The supervisor ended before the shell reported: take its end.
+                s.exit = Some(ExitInfo {
+                    code: sup.as_ref().ok().and_then(|st| st.code()),
+                    signal: sup.as_ref().ok().and_then(|st| st.signal()),
                     at: Instant::now(),
-                },
-                Err(_) => ExitInfo {
-                    code: None,
-                    signal: None,
-                    at: Instant::now(),
-                },
-            });
+                });
+            }
+            s.tree_alive = false;
         }
-        // Reap grandchildren of this group that have already died.
-        reap_group(cmd.pid);
         cmd.bump();
     });
-}
-
-/// Reaps exited members of a process group (we are their subreaper). Only
-/// called after the leader itself was reaped, so tokio's own wait is never
-/// robbed.
-fn reap_group(pgid: i32) {
-    let Some(pgid) = Pid::from_raw(pgid) else {
-        return;
-    };
-    while let Ok(Some(_)) = rustix::process::waitpgid(pgid, rustix::process::WaitOptions::NOHANG) {}
 }
 
 async fn wait_for(
@@ -958,5 +1107,6 @@ fn snapshot(cmd: &Cmd, wait_end: WaitEnd, max_output_bytes: usize) -> Snapshot {
         stderr,
         tty: cmd.tty,
         wait_end,
+        background_running: st.exit.is_some() && st.tree_alive,
     }
 }

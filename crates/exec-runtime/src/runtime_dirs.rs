@@ -16,67 +16,192 @@ pub struct RuntimeDirError {
     pub source: std::io::Error,
 }
 
-/// `<base>/coding-tools-mcp/<workspace hash>/<random>/{home,tmp,cache}`,
-/// mode 0700, removed on drop.
+/// `<base>/<pid>-<random>/{home,tmp,cache}`, every level mode 0700 and
+/// owned by this user, removed on drop.
+///
+/// The base is per user: `$XDG_RUNTIME_DIR/coding-tools-mcp` where that is
+/// this user's private directory, else `$TMPDIR/coding-tools-mcp-<uid>`
+/// (`/tmp/...` when `$TMPDIR` is inside the workspace), or the directory the
+/// operator configured. A base another user owns, or can write into, is
+/// never used: the default one is replaced by a fresh private base next to
+/// it (and a warning), a configured one is an error.
 #[derive(Debug)]
 pub struct RuntimeDirs {
     root: PathBuf,
+    /// Set when the per-user base had to be replaced.
+    warning: Option<String>,
 }
 
 fn random_hex() -> String {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 12];
+    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
+        // No system randomness: still unique, and mkdir's O_EXCL guards the rest.
+        let mut h = RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        b[..8].copy_from_slice(&h.finish().to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn stable_hash(path: &Path) -> String {
-    // FNV-1a: stable across processes, so one workspace always maps to one folder.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in path.as_os_str().as_encoded_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+fn refused(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
+}
+
+/// Checks that `dir` (not followed if a symlink) is a directory only this
+/// user can change; with `shared_ok`, a sticky directory (like `/tmp`) is
+/// accepted too. Tightens a directory of ours that others could write.
+fn check_private(dir: &Path, shared_ok: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(refused(format!(
+            "{} is not a directory (a symlink or a file stands there)",
+            dir.display()
+        )));
     }
-    format!("{h:016x}")
+    let me = rustix::process::geteuid().as_raw();
+    let sticky = meta.mode() & 0o1000 != 0;
+    if meta.uid() != me {
+        if shared_ok && sticky {
+            return Ok(());
+        }
+        return Err(refused(format!(
+            "{} belongs to uid {}, not to this user (uid {me}); remove it or set CODING_TOOLS_MCP_RUNTIME_ROOT",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 && !(shared_ok && sticky) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+fn make_base(base: &Path, shared_ok: bool) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(base)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    check_private(base, shared_ok)
 }
 
 impl RuntimeDirs {
-    /// Creates the directories under the system temp directory.
-    pub fn create(workspace: &Path) -> Result<Self, RuntimeDirError> {
-        Self::create_in(&std::env::temp_dir(), workspace)
+    /// Creates the directories under the per-user base, or under
+    /// `configured` (`CODING_TOOLS_MCP_RUNTIME_ROOT`), which must lie outside
+    /// the workspace.
+    pub fn create(workspace: &Path, configured: Option<&Path>) -> Result<Self, RuntimeDirError> {
+        if let Some(base) = configured {
+            let err = |source| RuntimeDirError {
+                base: base.to_path_buf(),
+                source,
+            };
+            let abs = std::path::absolute(base).map_err(err)?;
+            let inside = abs.starts_with(workspace)
+                || abs
+                    .canonicalize()
+                    .is_ok_and(|c| workspace.canonicalize().is_ok_and(|w| c.starts_with(w)));
+            if inside {
+                return Err(err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "CODING_TOOLS_MCP_RUNTIME_ROOT must be outside the workspace",
+                )));
+            }
+            make_base(&abs, true).map_err(err)?;
+            return Self::create_beneath(&abs);
+        }
+        let uid = rustix::process::geteuid().as_raw();
+        let xdg = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_absolute() && check_private(d, false).is_ok());
+        let mut base = match xdg {
+            Some(d) => d.join("coding-tools-mcp"),
+            None => std::env::temp_dir().join(format!("coding-tools-mcp-{uid}")),
+        };
+        if base.starts_with(workspace) {
+            base = PathBuf::from("/tmp").join(format!("coding-tools-mcp-{uid}"));
+        }
+        match make_base(&base, false) {
+            Ok(()) => Self::create_beneath(&base),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                // Someone else holds the per-user name: never use it, and do
+                // not let that stop this server either.
+                let parent = base.parent().unwrap_or(Path::new("/tmp"));
+                let fresh = parent.join(format!("coding-tools-mcp-{uid}.{}", random_hex()));
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&fresh)
+                    .and_then(|()| check_private(&fresh, false))
+                    .map_err(|source| RuntimeDirError {
+                        base: fresh.clone(),
+                        source,
+                    })?;
+                let mut dirs = Self::create_beneath(&fresh)?;
+                dirs.warning = Some(format!("not using {}: {e}", base.display()));
+                Ok(dirs)
+            }
+            Err(source) => Err(RuntimeDirError { base, source }),
+        }
     }
 
-    /// Creates the directories under `base`.
-    pub fn create_in(base: &Path, workspace: &Path) -> Result<Self, RuntimeDirError> {
+    /// Creates the directories under `base` (created 0700 if missing; it
+    /// must be this user's and private).
+    pub fn create_in(base: &Path) -> Result<Self, RuntimeDirError> {
+        make_base(base, false).map_err(|source| RuntimeDirError {
+            base: base.to_path_buf(),
+            source,
+        })?;
+        Self::create_beneath(base)
+    }
+
+    /// A new `<pid>-<random>` directory in `base`, made by `mkdir` (which
+    /// fails on anything already there), then checked, with its three
+    /// subdirectories made the same way.
+    fn create_beneath(base: &Path) -> Result<Self, RuntimeDirError> {
         let err = |source| RuntimeDirError {
             base: base.to_path_buf(),
             source,
         };
-        let parent = base.join("coding-tools-mcp").join(stable_hash(workspace));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&parent)
-            .map_err(err)?;
-        let root = parent.join(random_hex());
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&root)
-            .map_err(err)?;
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
-        let dirs = Self { root };
+        let mut attempts = 0;
+        let root = loop {
+            let root = base.join(format!("{}-{}", std::process::id(), random_hex()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+                Ok(()) => break root,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(err(e)),
+            }
+        };
+        let dirs = Self {
+            root,
+            warning: None,
+        };
+        check_private(&dirs.root, false).map_err(err)?;
         for sub in ["home", "tmp", "cache"] {
+            let p = dirs.root.join(sub);
             std::fs::DirBuilder::new()
                 .mode(0o700)
-                .create(dirs.root.join(sub))
+                .create(&p)
+                .and_then(|()| check_private(&p, false))
                 .map_err(err)?;
         }
         Ok(dirs)
+    }
+
+    /// Why the per-user base was not used, if it was not.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
     }
 
     /// The per-process root.
@@ -146,8 +271,8 @@ mod tests {
     #[test]
     fn private_and_removed_on_drop() {
         let base = tempfile::tempdir().unwrap();
-        let a = RuntimeDirs::create_in(base.path(), Path::new("/w")).unwrap();
-        let b = RuntimeDirs::create_in(base.path(), Path::new("/w")).unwrap();
+        let a = RuntimeDirs::create_in(base.path()).unwrap();
+        let b = RuntimeDirs::create_in(base.path()).unwrap();
         assert_ne!(a.root(), b.root());
         assert_eq!(a.root().parent(), b.root().parent());
         assert_eq!(std::fs::metadata(a.root()).unwrap().mode() & 0o777, 0o700);

@@ -1,11 +1,18 @@
-//! Landlock confinement of commands (filesystem writes).
+//! Landlock confinement of commands: what they may read, write, execute,
+//! connect to and signal.
+//!
+//! The ruleset is built in the server (it opens every root by path) and
+//! applied in the command's process between fork and exec with raw system
+//! calls, so nothing there allocates. `/proc/self` is added in the child
+//! itself: opened in the server it would name the server's own `/proc` entry.
 
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
-    ABI, Access, AccessFs, LandlockStatus, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 /// The newest ABI this build asks for.
@@ -20,6 +27,29 @@ pub struct LandlockSupport {
     pub abi: u32,
     /// Why it is unavailable.
     pub reason: Option<String>,
+}
+
+impl LandlockSupport {
+    /// Reads and writes are confined to the roots (ABI 1).
+    pub fn filesystem(&self) -> bool {
+        self.available
+    }
+    /// `O_TRUNC` outside the writable roots is refused too (ABI 3).
+    pub fn truncate(&self) -> bool {
+        self.available && self.abi >= 3
+    }
+    /// TCP `connect`/`bind` can be refused (ABI 4).
+    pub fn tcp(&self) -> bool {
+        self.available && self.abi >= 4
+    }
+    /// Device ioctls are refused where not granted (ABI 5).
+    pub fn ioctl_dev(&self) -> bool {
+        self.available && self.abi >= 5
+    }
+    /// Signals and abstract UNIX sockets are scoped to the command (ABI 6).
+    pub fn scopes(&self) -> bool {
+        self.available && self.abi >= 6
+    }
 }
 
 fn abi_number(abi: ABI) -> u32 {
@@ -69,45 +99,119 @@ fn unavailable(why: &str) -> LandlockSupport {
     }
 }
 
-/// A ruleset for one command: read and execute everywhere; write only in
-/// the workspace, the runtime directory and the usual devices.
-pub fn ruleset(writable: &[PathBuf]) -> Result<RulesetCreated, String> {
-    let abi = TARGET_ABI;
-    let devices = [
-        "/dev/null",
-        "/dev/zero",
-        "/dev/full",
-        "/dev/random",
-        "/dev/urandom",
-        "/dev/tty",
-        "/dev/ptmx",
-        "/dev/pts",
-        "/dev/shm",
-    ];
-    let existing_devices: Vec<&str> = devices
-        .iter()
-        .copied()
-        .filter(|d| std::path::Path::new(d).exists())
-        .collect();
-    Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))
-        .and_then(|r| r.create())
-        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi))))
-        .and_then(|r| {
-            r.add_rules(path_beneath_rules(
-                existing_devices,
-                AccessFs::from_all(abi),
-            ))
-        })
-        .and_then(|r| r.add_rules(path_beneath_rules(writable, AccessFs::from_all(abi))))
-        .map_err(|e| e.to_string())
+/// Devices every command may read and write (no ioctl).
+pub const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// What one command may touch.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec<'a> {
+    /// Read and execute beneath these.
+    pub read_roots: &'a [PathBuf],
+    /// Everything but device nodes beneath these.
+    pub write_roots: &'a [PathBuf],
+    /// Refuse TCP connect and bind.
+    pub deny_tcp: bool,
+    /// The terminal of a PTY command (read, write and ioctl on it alone).
+    pub terminal: Option<&'a Path>,
 }
 
-/// Applies `ruleset` to the calling (child) process; run between fork and exec.
-pub fn enforce(ruleset: RulesetCreated) -> std::io::Result<()> {
-    match ruleset.restrict_self() {
-        Ok(s) if s.ruleset != RulesetStatus::NotEnforced => Ok(()),
-        Ok(_) => Ok(()),
-        Err(e) => Err(std::io::Error::other(e.to_string())),
+/// A ruleset prepared in the server, applied in the child with
+/// [`ChildSandbox::enforce`].
+#[derive(Debug)]
+pub struct ChildSandbox {
+    ruleset: Option<OwnedFd>,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the uapi).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
+/// `LANDLOCK_ACCESS_FS_EXECUTE | READ_FILE | READ_DIR`.
+const READ_ACCESS: u64 = 1 | 4 | 8;
+
+impl ChildSandbox {
+    /// Builds the ruleset for `spec`.
+    pub fn prepare(spec: &SandboxSpec<'_>) -> Result<Self, String> {
+        let abi = TARGET_ABI;
+        let read = AccessFs::from_read(abi);
+        // Everything but creating device nodes, and ioctl on devices.
+        let write: BitFlags<AccessFs> = AccessFs::from_all(abi)
+            & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
+        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        let mut ruleset = Ruleset::default()
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(|e| e.to_string())?;
+        if spec.deny_tcp {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(|e| e.to_string())?;
+        }
+        let created = ruleset
+            .scope(Scope::from_all(abi))
+            .and_then(|r| r.create())
+            .and_then(|r| r.add_rules(path_beneath_rules(spec.read_roots, read)))
+            .and_then(|r| r.add_rules(path_beneath_rules(DEVICES, device)))
+            .and_then(|r| r.add_rules(path_beneath_rules(spec.write_roots, write)))
+            .and_then(|r| match spec.terminal {
+                Some(t) => r.add_rules(path_beneath_rules(
+                    [t, Path::new("/dev/tty")],
+                    device | AccessFs::IoctlDev,
+                )),
+                None => Ok(r),
+            })
+            .map_err(|e| e.to_string())?;
+        let fd: Option<OwnedFd> = created.into();
+        Ok(Self { ruleset: fd })
+    }
+
+    /// The ruleset's descriptor, to keep open across the fork.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// In the child: grants reading its own `/proc/self`, sets
+    /// `no_new_privs` and restricts itself. Only system calls, no allocation.
+    pub fn enforce(&self) -> std::io::Result<()> {
+        let Some(fd) = self.raw_fd() else {
+            return Ok(());
+        };
+        // SAFETY: plain system calls on a descriptor we own and a
+        // NUL-terminated literal; the attribute lives on this stack frame.
+        #[allow(unsafe_code)]
+        unsafe {
+            let me = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+            if me >= 0 {
+                let attr = PathBeneathAttr {
+                    allowed_access: READ_ACCESS,
+                    parent_fd: me,
+                };
+                // Best effort: a /proc that cannot be added stays closed.
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    fd,
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    &attr as *const PathBeneathAttr,
+                    0,
+                );
+                libc::close(me);
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
     }
 }

@@ -27,9 +27,35 @@ pub struct Cli {
     #[arg(long)]
     pub stdio: bool,
 
-    /// Require `Authorization: Bearer <token>` on /mcp
+    /// Require `Authorization: Bearer <token>` on /mcp. Prefer
+    /// --auth-token-file or the environment variable: a command line is
+    /// readable by every user of the machine
     #[arg(long, env = "CODING_TOOLS_MCP_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+
+    /// Read the bearer token from this file (first line; trailing whitespace ignored)
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_AUTH_TOKEN_FILE",
+        value_name = "PATH",
+        conflicts_with = "auth_token"
+    )]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// Let commands read and execute beneath DIR too (repeatable;
+    /// CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS is `:`-separated)
+    #[arg(
+        long = "exec-allow-root",
+        env = "CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS",
+        value_name = "DIR",
+        value_delimiter = ':'
+    )]
+    pub exec_allow_roots: Vec<PathBuf>,
+
+    /// Base directory of the private runtime directory (HOME, TMPDIR of
+    /// commands); must be outside the workspace and this user's
+    #[arg(long, env = "CODING_TOOLS_MCP_RUNTIME_ROOT", value_name = "DIR")]
+    pub runtime_root: Option<PathBuf>,
 
     /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE S256,
     /// dynamic registration); the authorize page asks for CODING_TOOLS_MCP_OAUTH_PASSWORD
@@ -157,6 +183,8 @@ pub struct Config {
     pub stdio: bool,
     pub auth_token: Option<String>,
     pub oauth_mode: bool,
+    pub exec_allow_roots: Vec<PathBuf>,
+    pub runtime_root: Option<PathBuf>,
     pub shell_env_inherit: ShellEnvInherit,
     pub permission_mode: PermissionMode,
     pub allow_network: bool,
@@ -219,7 +247,27 @@ impl Cli {
                 workspace.display()
             ));
         }
-        let auth_token = self.auth_token.filter(|t| !t.is_empty());
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "the operator's token file, named on the command line, not workspace content"
+        )]
+        let from_file = match &self.auth_token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("--auth-token-file {}: cannot read it: {e}", path.display())
+                })?;
+                let token = text.lines().next().unwrap_or_default().trim().to_owned();
+                if token.is_empty() {
+                    return Err(format!(
+                        "--auth-token-file {}: the file holds no token",
+                        path.display()
+                    ));
+                }
+                Some(token)
+            }
+            None => None,
+        };
+        let auth_token = from_file.or(self.auth_token.filter(|t| !t.is_empty()));
         if let Some(t) = &auth_token
             && ctm_auth::BearerToken::new(t).is_err()
         {
@@ -263,6 +311,12 @@ impl Cli {
             stdio: self.stdio,
             auth_token,
             oauth_mode: self.oauth_mode,
+            exec_allow_roots: self
+                .exec_allow_roots
+                .into_iter()
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect(),
+            runtime_root: self.runtime_root.filter(|p| !p.as_os_str().is_empty()),
             shell_env_inherit: self.shell_env_inherit,
             permission_mode: mode,
             allow_network: self.allow_network,

@@ -435,23 +435,40 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                 }
                 _ => "restart the server with --permission-mode dangerous",
             };
+            let mut details = json!({
+                "permission": r.permission.as_str(),
+                "evidence": r.evidence,
+                "permission_mode": config.permission_mode.as_str(),
+                "how_to_grant": grant,
+                "permission_request": {"tool_name": "exec_command", "permission": r.permission.as_str(), "status": "required"},
+            });
+            if let Some(p) = &r.path {
+                details["path"] = json!(p);
+            }
+            let recovery = match r.permission.as_str() {
+                "filesystem_escape" => format!(
+                    "{} is outside what commands may reach in {} mode: use a workspace path or $TMPDIR; the operator can add a read-only root with --exec-allow-root DIR.",
+                    r.path.as_deref().unwrap_or("the path"),
+                    config.permission_mode.as_str()
+                ),
+                "privileged_executable" => format!(
+                    "{} is setuid/setgid, which commands may not run in {} mode; run an unprivileged tool instead.",
+                    r.path.as_deref().unwrap_or("the executable"),
+                    config.permission_mode.as_str()
+                ),
+                _ => format!(
+                    "The {} gate is closed in {} mode: {grant}, or do the work without it (e.g. write a script file with apply_patch and run it).",
+                    r.permission.as_str(),
+                    config.permission_mode.as_str()
+                ),
+            };
             err(
                 "PERMISSION_REQUIRED",
                 Permission,
                 false,
                 msg,
-                json!({
-                    "permission": r.permission.as_str(),
-                    "evidence": r.evidence,
-                    "permission_mode": config.permission_mode.as_str(),
-                    "how_to_grant": grant,
-                    "permission_request": {"tool_name": "exec_command", "permission": r.permission.as_str(), "status": "required"},
-                }),
-                &format!(
-                    "The {} gate is closed in {} mode: {grant}, or do the work without it (e.g. write a script file with apply_patch and run it).",
-                    r.permission.as_str(),
-                    config.permission_mode.as_str()
-                ),
+                details,
+                &recovery,
             )
         }
         ExecError::Workdir(fs) => fs_error(fs),

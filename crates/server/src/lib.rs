@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, TraceLevel};
 use crate::server::{Server, SharedServer};
@@ -36,7 +36,13 @@ use crate::trace::Trace;
 /// Runs the server as the `coding-tools-mcp` command: parses the process's
 /// command line and environment, serves until input ends or SIGTERM/SIGINT.
 pub fn run_command_line() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let token_in_argv =
+        matches.value_source("auth_token") == Some(clap::parser::ValueSource::CommandLine);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let trace_env = std::env::var("CODING_TOOLS_MCP_TRACE").ok();
     let config = match cli.validate(trace_env.as_deref()) {
         Ok(c) => c,
@@ -46,6 +52,11 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     init_logging();
+    if token_in_argv {
+        tracing::warn!(
+            "--auth-token on the command line is readable by every user of this machine (/proc/<pid>/cmdline); use --auth-token-file or CODING_TOOLS_MCP_AUTH_TOKEN"
+        );
+    }
     let workspace = match ctm_workspace_fs::Workspace::open(&config.workspace) {
         Ok(w) => w,
         Err(e) => {
@@ -80,7 +91,12 @@ pub fn run_command_line() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let configured_runtime_root = config.runtime_root.is_some();
     let server = Arc::new(Server::new(config, workspace, trace));
+    if configured_runtime_root && let Err(e) = &server.runtime_dirs {
+        eprintln!("coding-tools-mcp: error: {e}");
+        return ExitCode::from(2);
+    }
     let result = runtime.block_on(run(server.clone(), oauth));
     // Commands end with the server: kill every running group.
     server.exec.shutdown();

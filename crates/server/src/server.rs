@@ -36,11 +36,16 @@ pub struct Server {
 
 impl Server {
     pub fn new(config: Config, workspace: Workspace, trace: Trace) -> Self {
-        let runtime_dirs = RuntimeDirs::create(workspace.root())
+        let runtime_dirs = RuntimeDirs::create(workspace.root(), config.runtime_root.as_deref())
             .map(Arc::new)
             .map_err(|e| e.to_string());
-        if let Err(e) = &runtime_dirs {
-            tracing::warn!("{e}");
+        match &runtime_dirs {
+            Err(e) => tracing::warn!("{e}"),
+            Ok(d) => {
+                if let Some(w) = d.warning() {
+                    tracing::warn!("runtime directory: {w}");
+                }
+            }
         }
         let limits = Limits::new(config.max_wait_secs);
         // Safe mode keeps patches out of .git/ (hooks and config live there).
@@ -69,6 +74,7 @@ impl Server {
                     ShellEnvInherit::None => EnvInherit::None,
                 },
                 budget: limits.retention,
+                allow_roots: config.exec_allow_roots.clone(),
             },
             workspace.clone(),
             runtime_dirs.clone(),

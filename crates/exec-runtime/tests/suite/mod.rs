@@ -19,13 +19,14 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
     let ws = tempfile::tempdir().unwrap();
     let base = tempfile::tempdir().unwrap();
     let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
-    let dirs = RuntimeDirs::create_in(base.path(), ws.path())
+    let dirs = RuntimeDirs::create_in(base.path())
         .map(Arc::new)
         .map_err(|e| e.to_string());
     let cfg = ExecConfig {
         gates: Gates::for_mode(mode, false),
         inherit: EnvInherit::Core,
         budget,
+        allow_roots: Vec::new(),
     };
     let rt = ExecRuntime::new(cfg, workspace, dirs);
     Fixture { ws, base, rt }

@@ -397,10 +397,11 @@ async fn landlock_confines_writes_to_the_workspace_and_runtime_dir() {
     let f = fixture(PermissionMode::Trusted);
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("escaped.txt");
-    // The path hides in a variable, so the advisory classifier cannot see it:
-    // Landlock is the boundary.
+    // The path is computed by the shell, so the path gate cannot see it
+    // (a plain `T=/outside` is refused before anything runs): Landlock is
+    // the boundary.
     let cmd = format!(
-        "echo inside > in.txt && echo $HOME > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && T={}; echo x > $T ; echo rc=$?",
+        "echo inside > in.txt && echo $HOME > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && T=$(echo {}); echo x > $T ; echo rc=$?",
         target.display()
     );
     let d = fixture(PermissionMode::Dangerous);

@@ -1,0 +1,270 @@
+//! Where commands may read and execute outside the workspace: the system's
+//! toolchain and configuration roots, the directories on `PATH`, and the
+//! homes of the version managers whose shims are on it — and the variables
+//! that let those toolchains find themselves under a private `HOME`.
+
+use std::path::{Path, PathBuf};
+
+/// Toolchains and the system files programs read at start.
+pub const SYSTEM_READ_ROOTS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/npmrc",
+    "/usr/local/sdkman/candidates",
+    // The dynamic loader's cache and configuration.
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    // OS metadata.
+    "/etc/os-release",
+    "/etc/debian_version",
+    "/etc/lsb-release",
+    // git's system configuration.
+    "/etc/gitconfig",
+    "/etc/gitconfig.d",
+    // Name lookups (/etc/shadow stays closed).
+    "/etc/passwd",
+    "/etc/group",
+    // The resolver.
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/run/systemd/resolve",
+    "/run/resolvconf",
+    // Configuration that interpreters on Debian-like systems reach through
+    // symlinks from /usr.
+    "/etc/python3",
+    "/etc/perl",
+    "/etc/java-17-openjdk",
+    "/etc/java-21-openjdk",
+    "/etc/java-11-openjdk",
+    "/etc/terminfo",
+    "/etc/magic",
+    "/etc/mime.types",
+    // What a build asks of the machine (CPU count, memory), nothing per process.
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+    "/sys/devices/system/cpu",
+];
+
+/// A version manager: its home (variable, default under `HOME`), the
+/// variables to pass, and how to tell its shims are on `PATH`.
+struct Manager {
+    var: &'static str,
+    default: &'static str,
+    /// Also read (and passed with its real location), if present.
+    companions: &'static [(&'static str, &'static str)],
+}
+
+const MANAGERS: &[Manager] = &[
+    Manager {
+        var: "CARGO_HOME",
+        default: ".cargo",
+        companions: &[("RUSTUP_HOME", ".rustup")],
+    },
+    Manager {
+        var: "PYENV_ROOT",
+        default: ".pyenv",
+        companions: &[],
+    },
+    Manager {
+        var: "NVM_DIR",
+        default: ".nvm",
+        companions: &[],
+    },
+    Manager {
+        var: "SDKMAN_DIR",
+        default: ".sdkman",
+        companions: &[],
+    },
+    Manager {
+        var: "ASDF_DATA_DIR",
+        default: ".asdf",
+        companions: &[],
+    },
+    Manager {
+        var: "MISE_DATA_DIR",
+        default: ".local/share/mise",
+        companions: &[("MISE_CONFIG_DIR", ".config/mise")],
+    },
+    Manager {
+        var: "UV_PYTHON_INSTALL_DIR",
+        default: ".local/share/uv/python",
+        companions: &[("UV_TOOL_DIR", ".local/share/uv/tools")],
+    },
+];
+
+/// The read roots and toolchain variables of one server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Toolchains {
+    /// Read and execute beneath these (canonical, existing).
+    pub read_roots: Vec<PathBuf>,
+    /// Variables every command gets, naming real toolchain locations.
+    pub env: Vec<(String, String)>,
+    /// `PATH` entries not made read roots, with the reason.
+    pub skipped: Vec<(String, &'static str)>,
+}
+
+fn get<'a>(env: &'a [(String, String)], k: &str) -> Option<&'a str> {
+    env.iter()
+        .find(|(n, _)| n == k)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+fn canonical(p: &Path) -> Option<PathBuf> {
+    p.canonicalize().ok()
+}
+
+/// Discovers the roots from the server's environment `env` and the
+/// operator's extra roots (`--exec-allow-root`,
+/// `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS`).
+pub fn discover(env: &[(String, String)], extra: &[PathBuf]) -> Toolchains {
+    let mut t = Toolchains::default();
+    let home = get(env, "HOME").map(PathBuf::from);
+    let home_c = home.as_deref().and_then(canonical);
+    let add = |t: &mut Toolchains, p: PathBuf| {
+        if !t.read_roots.contains(&p) {
+            t.read_roots.push(p);
+        }
+    };
+    // Both spellings of a root that is a symlink (`/etc/os-release` ->
+    // `/usr/lib/os-release`): the kernel confines the file it resolves to,
+    // the path gate reads the command line as written.
+    for r in SYSTEM_READ_ROOTS {
+        if let Some(p) = canonical(Path::new(r)) {
+            add(&mut t, PathBuf::from(r));
+            add(&mut t, p);
+        }
+    }
+    // Never a root that holds a home directory (or is one).
+    let too_wide =
+        |p: &Path| p == Path::new("/") || home_c.as_deref().is_some_and(|h| h.starts_with(p));
+    let path_dirs: Vec<(PathBuf, PathBuf)> = get(env, "PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter_map(|d| {
+            if !d.starts_with('/') {
+                if !d.is_empty() {
+                    t.skipped.push((d.to_owned(), "relative"));
+                }
+                return None;
+            }
+            canonical(Path::new(d))
+                .filter(|p| p.is_dir())
+                .map(|p| (PathBuf::from(d), p))
+        })
+        .collect();
+    for (given, d) in &path_dirs {
+        if too_wide(d) {
+            t.skipped
+                .push((given.display().to_string(), "a home directory or above one"));
+        } else {
+            add(&mut t, given.clone());
+            add(&mut t, d.clone());
+        }
+    }
+    let path_dirs: Vec<PathBuf> = path_dirs.into_iter().map(|(_, d)| d).collect();
+    for m in MANAGERS {
+        let root = get(env, m.var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(m.default)));
+        let Some(root) = root.as_deref().and_then(canonical) else {
+            continue;
+        };
+        if too_wide(&root) || !path_dirs.iter().any(|d| d.starts_with(&root)) {
+            continue;
+        }
+        add(&mut t, root.clone());
+        t.env.push((m.var.to_owned(), root.display().to_string()));
+        for (var, default) in m.companions {
+            let c = get(env, var)
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(default)));
+            if let Some(c) = c.as_deref().and_then(canonical).filter(|c| !too_wide(c)) {
+                add(&mut t, c.clone());
+                t.env.push(((*var).to_owned(), c.display().to_string()));
+            }
+        }
+    }
+    if let Some(j) = get(env, "JAVA_HOME").and_then(|j| canonical(Path::new(j)))
+        && !too_wide(&j)
+    {
+        add(&mut t, j.clone());
+        t.env.push(("JAVA_HOME".into(), j.display().to_string()));
+    }
+    for e in extra {
+        if let Some(p) = canonical(e) {
+            add(&mut t, p);
+        }
+    }
+    t
+}
+
+/// Splits `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS` (`:`-separated).
+pub fn split_allow_roots(value: &str) -> Vec<PathBuf> {
+    value
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managers_on_path_and_never_a_home() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        for d in [".cargo/bin", ".rustup/toolchains", ".pyenv/shims", ".nvm"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        let env: Vec<(String, String)> = [
+            ("HOME", h.display().to_string()),
+            (
+                "PATH",
+                format!("{0}/.cargo/bin:{0}:/:relative/bin:/usr/bin", h.display()),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let t = discover(&env, &[]);
+        assert!(t.read_roots.contains(&h.join(".cargo/bin")));
+        assert!(t.read_roots.contains(&h.join(".cargo")));
+        assert!(t.read_roots.contains(&h.join(".rustup")));
+        assert!(
+            !t.read_roots.contains(&h.join(".pyenv")),
+            "pyenv is not on PATH"
+        );
+        assert!(!t.read_roots.contains(&h.join(".nvm")));
+        assert!(!t.read_roots.iter().any(|r| r == &h || r == Path::new("/")));
+        assert!(t.skipped.iter().any(|(d, _)| d == "relative/bin"));
+        assert!(t.env.contains(&(
+            "RUSTUP_HOME".into(),
+            h.join(".rustup").display().to_string()
+        )));
+        assert!(!t.read_roots.iter().any(|r| r.starts_with("/etc/shadow")));
+    }
+}
