@@ -120,6 +120,17 @@ pub enum Permission {
 }
 
 impl Permission {
+    /// Every permission a command gate can name, in gate order.
+    pub const ALL: [Permission; 7] = [
+        Self::Network,
+        Self::ShellExpansion,
+        Self::InlineScript,
+        Self::DestructiveCommand,
+        Self::FilesystemEscape,
+        Self::PrivilegedExecutable,
+        Self::SensitiveEnv,
+    ];
+
     /// Stable name (the `permission` of `request_permissions`).
     pub fn as_str(self) -> &'static str {
         match self {

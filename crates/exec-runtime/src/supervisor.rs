@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::process::{Pid, Signal};
 
@@ -53,8 +54,6 @@ pub unsafe fn split(status_fd: RawFd, new_session: bool) -> std::io::Result<()> 
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        // The supervisor dies with the server; the shell with the supervisor.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // Handlers the server installed mean nothing here.
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         for sig in IGNORED {
@@ -68,13 +67,60 @@ pub unsafe fn split(status_fd: RawFd, new_session: bool) -> std::io::Result<()> 
             for sig in IGNORED {
                 libc::signal(sig, libc::SIG_DFL);
             }
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             if new_session && libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             return Ok(());
         }
         supervise(shell, status_fd)
+    }
+}
+
+/// Set when the server is gone: the supervisor then ends its subtree.
+static SERVER_GONE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_parent_death(_: libc::c_int) {
+    SERVER_GONE.store(true, Ordering::SeqCst);
+}
+
+/// SIGKILLs every direct child (orphans of the subtree are re-parented
+/// here, so rounds of this reach everything). Reads
+/// `/proc/thread-self/children` into a stack buffer: no allocation.
+#[allow(unsafe_code)]
+unsafe fn kill_children() {
+    // SAFETY: system calls on a descriptor opened here, a stack buffer.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/thread-self/children".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        let mut pid: libc::pid_t = 0;
+        loop {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                if b.is_ascii_digit() {
+                    pid = pid
+                        .saturating_mul(10)
+                        .saturating_add(libc::pid_t::from(b - b'0'));
+                } else {
+                    if pid > 0 {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    pid = 0;
+                }
+            }
+        }
+        if pid > 0 {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        libc::close(fd);
     }
 }
 
@@ -90,8 +136,21 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd) -> ! {
             close_range(0, status_fd as u32 - 1);
         }
         close_range(status_fd as u32 + 1, u32::MAX);
+        // When the server dies — even by SIGKILL — this process hears of it
+        // and ends everything below it. (A thread of the server that ends is
+        // no death: the parent process is still the same.)
+        let server = libc::getppid();
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_parent_death as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
+        libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0);
         let mut reported = false;
         loop {
+            if SERVER_GONE.load(Ordering::SeqCst) || libc::getppid() != server {
+                kill_children();
+            }
             let mut status: libc::c_int = 0;
             let pid = libc::waitpid(-1, &mut status, 0);
             if pid < 0 {

@@ -13,7 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -192,7 +192,7 @@ impl PatchEngine {
                 _ => true,
             })
             .collect();
-        Commit::new(&self.ws, &opts.faults).run(&changed)?;
+        Commit::new(&self.ws, &opts.faults, self.protect_git_dir).run(&changed)?;
         Ok(PatchReport {
             files,
             dry_run: false,
@@ -205,7 +205,7 @@ impl PatchEngine {
         if p.is_root() {
             return Err(PatchError::IsDirectory(raw.to_owned()));
         }
-        if self.protect_git_dir && p.relative().components().any(|c| c.as_os_str() == ".git") {
+        if self.protect_git_dir && crate::gitdir::path_writes_git_dir(&self.ws, p.relative()) {
             return Err(PatchError::GitDirProtected(raw.to_owned()));
         }
         Ok(p)
@@ -496,6 +496,8 @@ enum Done {
 struct Commit<'a> {
     ws: &'a Workspace,
     faults: &'a Faults,
+    /// Re-check each target's real directory for a git directory at write time.
+    protect_git_dir: bool,
     renames: usize,
     temps: Vec<(OwnedFd, OsString)>,
     created_dirs: Vec<WorkspacePath>,
@@ -503,10 +505,11 @@ struct Commit<'a> {
 }
 
 impl<'a> Commit<'a> {
-    fn new(ws: &'a Workspace, faults: &'a Faults) -> Self {
+    fn new(ws: &'a Workspace, faults: &'a Faults, protect_git_dir: bool) -> Self {
         Self {
             ws,
             faults,
+            protect_git_dir,
             renames: 0,
             temps: Vec::new(),
             created_dirs: Vec::new(),
@@ -550,7 +553,18 @@ impl<'a> Commit<'a> {
             if dir_missing {
                 self.note_missing_dirs(&s.path);
             }
+            if self.protect_git_dir
+                && crate::gitdir::path_writes_git_dir(self.ws, s.path.relative())
+            {
+                return Err(PatchError::GitDirProtected(shown));
+            }
             let (dir, name) = self.ws.open_parent(&s.path, s.content.is_some())?;
+            // The directory actually opened, whatever was swapped meanwhile.
+            if self.protect_git_dir
+                && crate::gitdir::writes_git_dir(self.ws, &dir, Path::new(&name))
+            {
+                return Err(PatchError::GitDirProtected(shown));
+            }
             let temp = match &s.content {
                 Some(bytes) => {
                     let t = temp_name("new", &name);

@@ -32,6 +32,7 @@
 
 mod commit;
 mod error;
+mod gitdir;
 mod leftovers;
 mod parse;
 mod plan;

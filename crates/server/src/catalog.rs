@@ -119,6 +119,20 @@ const fn string_or(default: &'static str) -> Kind {
     }
 }
 
+/// Every permission a refusal can name: the command gates
+/// (`ctm_exec_runtime::Permission::ALL`) and apply_patch's `.git` gate. A
+/// test keeps the two in step.
+pub const REQUESTABLE_PERMISSIONS: [&str; 8] = [
+    "network",
+    "shell_expansion",
+    "inline_script",
+    "destructive_command",
+    "filesystem_escape",
+    "privileged_executable",
+    "sensitive_env",
+    "write_git_dir",
+];
+
 const fn choice(choices: &'static [&'static str], default: Option<&'static str>) -> Kind {
     Kind::Str {
         min_len: None,
@@ -588,19 +602,7 @@ pub const TOOLS: &[ToolSpec] = &[
             ),
             req(
                 "permission",
-                choice(
-                    &[
-                        "network",
-                        "destructive_command",
-                        "long_timeout",
-                        "sensitive_env",
-                        "shell_expansion",
-                        "inline_script",
-                        "privileged_executable",
-                        "write_generated_or_ignored",
-                    ],
-                    None,
-                ),
+                choice(&REQUESTABLE_PERMISSIONS, None),
                 "The permission named by the refusal.",
             ),
             req("reason", non_empty(), "Why it is needed."),
@@ -810,6 +812,17 @@ fn output_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// request_permissions accepts exactly the names refusals produce.
+    #[test]
+    fn requestable_permissions_are_the_gates() {
+        let mut gates: Vec<&str> = ctm_exec_runtime::Permission::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        gates.push("write_git_dir");
+        assert_eq!(gates, REQUESTABLE_PERMISSIONS);
+    }
 
     /// Input property names exactly as the contract lists them.
     #[test]

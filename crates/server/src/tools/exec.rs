@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use ctm_exec_runtime::{
-    Delta, ExecRequest, KillStatus, Signal, Snapshot, Status, Stream, WaitEnd, landlock_support,
+    Delta, ExecRequest, GateState, KillStatus, SECCOMP_REFUSED, Signal, Snapshot, Status, Stream,
+    WaitEnd, landlock_support, seccomp_available,
 };
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
@@ -159,6 +160,12 @@ fn render(
                 output_ref(id, stream)
             ));
         }
+    }
+    st.insert("background_running".into(), json!(s.background_running));
+    if s.background_running {
+        text.push_str(&format!(
+            "\n[Processes this command started are still running in the background; they count against the active-command limit until they end. Stop them with kill_command(command_id=\"{id}\").]"
+        ));
     }
     if s.status == Status::Running {
         let y = wait.map_or(10_000, |w| w.requested_ms);
@@ -316,6 +323,10 @@ pub async fn kill_command(
         json!(outcome.snapshot.status.as_str()),
     );
     extra.insert("signals_sent".into(), json!(outcome.signals_sent));
+    extra.insert(
+        "processes_signalled".into(),
+        json!(outcome.processes_signalled),
+    );
     extra.insert("killed".into(), json!(outcome.status == KillStatus::Killed));
     let mut r = render(&outcome.snapshot, args, None, ctx, extra);
     let head = match outcome.status {
@@ -432,6 +443,76 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
     })
 }
 
+/// What confines commands on this host in this mode: the roots, and for
+/// each protection whether the kernel enforces it (`enforced`), the host
+/// lacks it (`unavailable`), the mode does not ask for it (`off`), or it is
+/// a reading of the command line (`heuristic`).
+pub fn sandbox_report(server: &Server) -> Value {
+    let g = server.gates();
+    let ll = landlock_support();
+    let confined = g.landlock && ll.available;
+    let kernel = |wanted: bool, have: bool| {
+        if !wanted {
+            "off"
+        } else if have {
+            "enforced"
+        } else {
+            "unavailable"
+        }
+    };
+    let seccomp_ok = seccomp_available().is_ok();
+    let tc = server.exec.toolchains();
+    let write_roots = server.exec.write_roots();
+    let read_roots: Vec<String> = if confined {
+        tc.read_roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let gate = |s: GateState| {
+        if s == GateState::Blocked {
+            "heuristic"
+        } else {
+            "off"
+        }
+    };
+    json!({
+        "landlock_abi": ll.abi,
+        "landlock_unavailable_reason": ll.reason,
+        "seccomp_unavailable_reason": seccomp_available().as_ref().err(),
+        "read_roots": if confined { json!(read_roots) } else { json!(null) },
+        "write_roots": if confined { json!(write_roots) } else { json!(null) },
+        "toolchain_env": tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<String, Value>>(),
+        "path_entries_not_readable": tc.skipped.iter().map(|(d, why)| json!({"path": d, "reason": why})).collect::<Vec<_>>(),
+        "protections": {
+            "read_confinement": kernel(g.landlock, ll.filesystem()),
+            "write_confinement": kernel(g.landlock, ll.filesystem()),
+            "truncate_confinement": kernel(g.landlock, ll.truncate()),
+            "device_nodes_refused": kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            "device_ioctl_confined": kernel(g.landlock, ll.ioctl_dev()),
+            "terminal_injection_refused": kernel(g.landlock, seccomp_ok),
+            "tcp_connect_bind_refused": kernel(g.landlock && g.network == GateState::Blocked, ll.tcp()),
+            "signal_scope": kernel(g.landlock, ll.scopes()),
+            "abstract_unix_socket_scope": kernel(g.landlock, ll.scopes()),
+            "seccomp_filter": kernel(g.landlock, seccomp_ok),
+            "new_session": "enforced",
+            "descendants_tracked": "enforced",
+            "no_new_privs": kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            "path_gate": gate(g.filesystem_escape),
+            "privileged_executable_gate": gate(g.privileged_executable),
+        },
+        "seccomp_refuses": if g.landlock && seccomp_ok { json!(SECCOMP_REFUSED) } else { json!([]) },
+        "not_confined": [
+            "UDP and other non-TCP sockets",
+            "pathname UNIX sockets (e.g. another program's control socket)",
+            "metadata writes outside the write roots: chmod, chown, utimes, xattrs",
+            "reading /proc of the command's own child processes",
+        ],
+    })
+}
+
 pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let g = server.gates();
     let ll = landlock_support();
@@ -467,6 +548,7 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
             "non_interactive_defaults": ["PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true", "NO_COLOR=1", "CI=1"],
         },
         "runtime": runtime,
+        "sandbox": sandbox_report(server),
         "limits": server.limits.to_json()["commands"],
         "active_commands": server.exec.active(),
         "probes_run": false,

@@ -122,6 +122,7 @@ pub fn run(server: &Server) -> ToolSuccess {
         json!(cfg.shell_env_inherit.as_str()),
     );
     s.insert("runtime".into(), runtime);
+    s.insert("sandbox".into(), crate::tools::exec::sandbox_report(server));
     s.insert(
         "exec_policy".into(),
         json!({
