@@ -7,6 +7,7 @@ mod harness;
 mod http;
 mod oauth;
 mod patch;
+mod sandbox;
 mod security;
 mod stdio;
 mod tools;

@@ -1,0 +1,704 @@
+//! The command sandbox in safe mode, attacked the ways the issue "The
+//! command sandbox, part 1" lists, through the real binary: each attack
+//! must fail with no secret byte in any result and no marker created. Where
+//! the host lacks a kernel feature, the test says so on stderr.
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+const SECRET: &str = "SANDBOX-SECRET-7731";
+
+struct Layout {
+    _t: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+/// `<tmp>/ws` (workspace, a git repository) beside `<tmp>/outside/secret.txt`.
+fn layout() -> Layout {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().canonicalize().unwrap();
+    let ws = root.join("ws");
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), format!("{SECRET}\n")).unwrap();
+    std::fs::write(ws.join("hello.py"), "print('hello from python')\n").unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    Layout { _t: t, ws, outside }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+fn sc(r: &Value) -> &Value {
+    &r["result"]["structuredContent"]
+}
+
+/// Runs `cmd` and checks that no secret byte came back.
+fn exec(s: &mut StdioServer, cmd: &str) -> Value {
+    let r = s.request(&call(1, "exec_command", json!({"cmd": cmd})));
+    assert!(!r.to_string().contains(SECRET), "a secret came back: {r}");
+    r
+}
+
+fn refused(r: &Value, permission: &str) -> Value {
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let e = &sc(r)["error"];
+    assert_eq!(e["code"], "PERMISSION_REQUIRED", "{r}");
+    assert_eq!(e["details"]["permission"], permission, "{r}");
+    e["details"].clone()
+}
+
+fn protection(s: &mut StdioServer, name: &str) -> String {
+    let r = s.request(&call(1, "check_exec_environment", json!({})));
+    sc(&r)["sandbox"]["protections"][name]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn enforced(s: &mut StdioServer, name: &str) -> bool {
+    let state = protection(s, name);
+    if state != "enforced" {
+        eprintln!("NOTE: {name} is {state:?} on this host; that part is not tested here");
+    }
+    state == "enforced"
+}
+
+fn is_root() -> bool {
+    rustix_free_euid() == 0
+}
+
+fn rustix_free_euid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(u32::MAX)
+}
+
+#[test]
+fn reads_outside_the_workspace_are_refused_or_denied() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let abs = l.outside.join("secret.txt");
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let direct = [
+        (
+            "cat ../outside/secret.txt".to_owned(),
+            "../outside/secret.txt".to_owned(),
+        ),
+        (format!("head {}", abs.display()), abs.display().to_string()),
+        (
+            format!("F={}; cat $F", abs.display()),
+            abs.display().to_string(),
+        ),
+        (format!("cat {home}/.profile"), format!("{home}/.profile")),
+        (
+            "cat < ../outside/secret.txt".into(),
+            "../outside/secret.txt".into(),
+        ),
+        ("cat /etc/shadow".into(), "/etc/shadow".into()),
+        ("cp hello.py ../outside/".into(), "../outside/".into()),
+        (
+            "echo x > /tmp/ctm-sandbox-marker".into(),
+            "/tmp/ctm-sandbox-marker".into(),
+        ),
+    ];
+    for (cmd, path) in &direct {
+        let r = exec(&mut s, cmd);
+        let details = refused(&r, "filesystem_escape");
+        assert_eq!(details["path"], json!(path), "{cmd}: {r}");
+    }
+    assert!(!Path::new("/tmp/ctm-sandbox-marker").exists());
+    // Read roots and the private HOME stay usable.
+    let r = exec(
+        &mut s,
+        "cat /etc/os-release | head -1 && cat ~/nothing 2>/dev/null; echo ok",
+    );
+    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+    // Forms the gate cannot see: the kernel is the boundary.
+    if !enforced(&mut s, "read_confinement") {
+        return;
+    }
+    std::fs::write(l.ws.join("where.txt"), abs.display().to_string()).unwrap();
+    std::fs::write(
+        l.ws.join("rd.py"),
+        "import sys\ntry:\n    print(open(open('where.txt').read()).read())\nexcept OSError as e:\n    print('denied', e.errno)\n",
+    )
+    .unwrap();
+    std::fs::write(l.ws.join("rd.sh"), "cat \"$(cat where.txt)\"\n").unwrap();
+    let r = exec(&mut s, "python3 rd.py");
+    assert!(
+        sc(&r)["stdout"].as_str().unwrap().starts_with("denied 13"),
+        "{r}"
+    );
+    let r = exec(&mut s, "sh rd.sh");
+    assert!(
+        sc(&r)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{r}"
+    );
+    std::fs::write(l.ws.join("where.txt"), format!("{home}/.profile")).unwrap();
+    let r = exec(&mut s, "python3 rd.py");
+    let out = sc(&r)["stdout"].as_str().unwrap();
+    assert!(out.starts_with("denied"), "{r}");
+}
+
+/// Opens a pseudo-terminal: (master, slave path).
+#[allow(unsafe_code)]
+fn open_pty() -> (std::fs::File, PathBuf) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: libc calls on a descriptor we own; ptsname's buffer is
+    // copied at once.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0);
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let name = std::ffi::CStr::from_ptr(libc::ptsname(m))
+            .to_string_lossy()
+            .into_owned();
+        (std::fs::File::from_raw_fd(m), PathBuf::from(name))
+    }
+}
+
+#[allow(unsafe_code)]
+fn queued_input(pts: &std::fs::File) -> i32 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let rc = unsafe { libc::ioctl(pts.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(rc, 0);
+    n
+}
+
+/// The server runs with a terminal of its own (as when a user starts it
+/// from a shell). Commands must not push keystrokes into it, nor into any
+/// other terminal, nor signal or read the server.
+#[test]
+#[allow(unsafe_code)]
+fn no_keystroke_injection_no_signals_no_reading_the_server() {
+    use std::os::unix::process::CommandExt;
+    let l = layout();
+    let (_master, pts_path) = open_pty();
+    let pts = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pts_path)
+        .unwrap();
+    let pts_fd = {
+        use std::os::fd::AsRawFd;
+        pts.as_raw_fd()
+    };
+    let mut cmd = command(&l.ws, &["--stdio"]);
+    cmd.env("CTM_TEST_API_TOKEN", SECRET);
+    // SAFETY: setsid and TIOCSCTTY between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 || libc::ioctl(pts_fd, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut s = StdioServer::start_with(&mut cmd);
+    let server_pid = s.child.id();
+    std::fs::write(
+        l.ws.join("sti.py"),
+        format!(
+            r#"import fcntl, os, termios
+for t in ["/dev/tty", "{pts}", "/dev/console", "/dev/tty1", "/dev/ptmx"]:
+    try:
+        fd = os.open(t, os.O_RDWR | os.O_NOCTTY)
+    except OSError as e:
+        print("open", t, e.errno); continue
+    for req in (termios.TIOCSTI, 0x541C):
+        try:
+            fcntl.ioctl(fd, req, b"x"); print("INJECTED", t)
+        except OSError as e:
+            print("ioctl", t, e.errno)
+for fd in (0, 1, 2):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x"); print("INJECTED fd", fd)
+    except OSError as e:
+        print("ioctl fd", fd, e.errno)
+for f in ("environ", "cmdline", "mem"):
+    try:
+        print(f, open("/proc/{pid}/" + f, "rb").read()[:4000])
+    except OSError as e:
+        print("read", f, e.errno)
+try:
+    os.kill({pid}, 15); print("SIGNALLED")
+except OSError as e:
+    print("kill", e.errno)
+"#,
+            pts = pts_path.display(),
+            pid = server_pid
+        ),
+    )
+    .unwrap();
+    let r = exec(&mut s, "python3 sti.py");
+    let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
+    assert!(!out.contains("INJECTED"), "{out}");
+    assert!(!out.contains(SECRET), "{out}");
+    if enforced(&mut s, "signal_scope") {
+        assert!(!out.contains("SIGNALLED"), "{out}");
+    }
+    if enforced(&mut s, "signal_scope") {
+        for sig in ["-TERM", "-9"] {
+            exec(
+                &mut s,
+                &format!("kill {sig} $PPID; kill {sig} {server_pid}"),
+            );
+        }
+    }
+    assert_eq!(
+        queued_input(&pts),
+        0,
+        "bytes were pushed into the server's terminal"
+    );
+    // The server is alive and serves.
+    let r = s.request(&json!({"jsonrpc":"2.0","id":9,"method":"ping"}));
+    assert_eq!(r["id"], 9, "{r}");
+    let r = exec(&mut s, "env");
+    assert!(
+        !sc(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("CTM_TEST_API_TOKEN")
+    );
+}
+
+#[test]
+fn device_nodes_cannot_be_made() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    if !is_root() {
+        eprintln!("NOTE: not root: mknod of devices fails without CAP_MKNOD anyway");
+    }
+    for (cmd, name) in [("mknod lp b 7 0", "lp"), ("mknod kmsg c 1 11", "kmsg")] {
+        let r = exec(&mut s, cmd);
+        assert_ne!(sc(&r)["exit_code"], 0, "{r}");
+        assert!(
+            sc(&r)["stderr"].as_str().unwrap().contains("not permitted"),
+            "{r}"
+        );
+        assert!(!l.ws.join(name).exists(), "{name} was made");
+    }
+    // A FIFO is no device: still allowed.
+    let r = exec(&mut s, "mkfifo pipe && echo made");
+    assert_eq!(sc(&r)["stdout"], "made\n", "{r}");
+}
+
+/// Processes of ours whose command line is exactly `words`.
+fn processes(words: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rfind(')')
+                .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+            !zombie && std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() == want
+        })
+        .collect()
+}
+
+/// Waits (bounded) until no process runs `words`.
+fn gone(words: &[&str]) -> bool {
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    while Instant::now() < deadline {
+        if processes(words).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// A number unique to this test process, so processes left by another run
+/// are never mistaken for ours.
+fn tag(n: u32) -> String {
+    format!("9{}{n}", std::process::id())
+}
+
+fn leave_background(ws: &Path, tag: &str) -> Vec<Vec<String>> {
+    std::fs::write(ws.join("x.sh"), format!("sleep {tag}1\n")).unwrap();
+    std::fs::write(
+        ws.join("bg.sh"),
+        format!(
+            "setsid sh ./x.sh &\nsleep {tag}2 >/dev/null 2>&1 &\n( sleep {tag}3 & )\necho started\n"
+        ),
+    )
+    .unwrap();
+    (1..=3)
+        .map(|i| vec!["sleep".to_owned(), format!("{tag}{i}")])
+        .collect()
+}
+
+fn all_gone(marks: &[Vec<String>]) -> bool {
+    marks.iter().all(|m| {
+        let words: Vec<&str> = m.iter().map(String::as_str).collect();
+        gone(&words)
+    })
+}
+
+fn all_running(marks: &[Vec<String>]) -> bool {
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    while Instant::now() < deadline {
+        if marks.iter().all(|m| {
+            let words: Vec<&str> = m.iter().map(String::as_str).collect();
+            !processes(&words).is_empty()
+        }) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
+    let l = layout();
+    // kill_command ends a command's background processes after its shell exited.
+    let marks = leave_background(&l.ws, &tag(1));
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let r = exec(&mut s, "sh bg.sh");
+    assert_eq!(sc(&r)["stdout"], "started\n", "{r}");
+    assert_eq!(sc(&r)["background_running"], true, "{r}");
+    let id = sc(&r)["command_id"].as_str().unwrap().to_owned();
+    assert!(
+        all_running(&marks),
+        "the background processes did not start"
+    );
+    let r = s.request(&call(2, "check_exec_environment", json!({})));
+    assert_eq!(sc(&r)["active_commands"], 1, "background processes count");
+    let r = s.request(&call(3, "kill_command", json!({"command_id": id})));
+    assert!(sc(&r)["processes_signalled"].as_u64().unwrap() >= 3, "{r}");
+    assert!(
+        all_gone(&marks),
+        "a background process survived kill_command"
+    );
+    let r = s.request(&call(4, "check_exec_environment", json!({})));
+    assert_eq!(sc(&r)["active_commands"], 0);
+    // A clean exit ends them.
+    let marks = leave_background(&l.ws, &tag(2));
+    exec(&mut s, "sh bg.sh");
+    assert!(all_running(&marks));
+    s.close_stdin();
+    s.wait();
+    assert!(
+        all_gone(&marks),
+        "a background process survived the server's exit"
+    );
+    // So does a SIGKILL of the server.
+    let marks = leave_background(&l.ws, &tag(3));
+    let mut s = StdioServer::start(&l.ws, &[]);
+    exec(&mut s, "sh bg.sh");
+    assert!(all_running(&marks));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    assert!(
+        all_gone(&marks),
+        "a background process survived SIGKILL of the server"
+    );
+}
+
+#[test]
+fn background_processes_count_against_the_limit() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let max = sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]
+        ["max_active_commands"]
+        .as_u64()
+        .unwrap();
+    let t = tag(4);
+    std::fs::write(
+        l.ws.join("bg.sh"),
+        format!("setsid sleep {t} >/dev/null 2>&1 &\n"),
+    )
+    .unwrap();
+    for _ in 0..max {
+        let r = exec(&mut s, "sh bg.sh");
+        assert_eq!(sc(&r)["status"], "exited", "{r}");
+    }
+    let r = exec(&mut s, "sh bg.sh");
+    assert_eq!(sc(&r)["error"]["code"], "COMMAND_LIMIT_REACHED", "{r}");
+    s.close_stdin();
+    s.wait();
+    assert!(gone(&["sleep", &t]));
+}
+
+#[test]
+fn a_runtime_directory_someone_else_prepared_is_never_used() {
+    let l = layout();
+    let t = tempfile::tempdir().unwrap();
+    let tmp = t.path().canonicalize().unwrap();
+    let uid = rustix_free_euid();
+    let base = tmp.join(format!("coding-tools-mcp-{uid}"));
+    let trap = tmp.join("trap");
+    std::fs::create_dir_all(trap.join("home")).unwrap();
+    std::fs::write(
+        trap.join("home/.gitconfig"),
+        "[core]\n\tfsmonitor = touch /tmp/ctm-hijacked\n",
+    )
+    .unwrap();
+    let check = |base_kind: &str| {
+        let mut s = StdioServer::start_with(command(&l.ws, &["--stdio"]).env("TMPDIR", &tmp));
+        let r = s.request(&call(1, "check_exec_environment", json!({})));
+        let rt = sc(&r)["runtime"]["runtime_dir"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            !Path::new(&rt).starts_with(&base) && !Path::new(&rt).starts_with(&trap),
+            "{base_kind}: the runtime directory {rt} is under the prepared base"
+        );
+        let r = exec(&mut s, "echo $HOME && git status --short");
+        let home = sc(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned();
+        assert!(home.starts_with(&rt), "{r}");
+        let mode = std::fs::metadata(&rt).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(!Path::new("/tmp/ctm-hijacked").exists());
+        s.close_stdin();
+        s.wait();
+        assert!(
+            !Path::new(&rt).exists(),
+            "the runtime directory was left behind"
+        );
+    };
+    symlink(&trap, &base).unwrap();
+    check("a symlink");
+    std::fs::remove_file(&base).unwrap();
+    if is_root() {
+        std::fs::create_dir(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let ok = Command::new("chown")
+            .arg("65534")
+            .arg(&base)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        check("another user's directory");
+        // A configured base another user owns is an error, not a fallback.
+        let out = command(&l.ws, &["--stdio"])
+            .env("CODING_TOOLS_MCP_RUNTIME_ROOT", &base)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("belongs to uid 65534"));
+    } else {
+        eprintln!("NOTE: not root: a base owned by another user cannot be made here");
+    }
+    // A configured base inside the workspace is refused at start.
+    let out = command(&l.ws, &["--stdio"])
+        .env("CODING_TOOLS_MCP_RUNTIME_ROOT", l.ws.join("rt"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the workspace"));
+}
+
+#[test]
+fn tokens_by_file_and_a_warning_for_argv() {
+    let ws = workspace();
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("token");
+    std::fs::write(&file, "tok-from-file\n").unwrap();
+    let file_arg = file.display().to_string();
+    let s = HttpServer::start(ws.path(), &["--auth-token-file", &file_arg]);
+    let ping = json!({"jsonrpc":"2.0","id":1,"method":"ping"});
+    assert_eq!(s.post(&ping, &[]).status, 401);
+    assert_eq!(
+        s.post(&ping, &[("Authorization", "Bearer tok-from-file")])
+            .status,
+        200
+    );
+    let s = HttpServer::start(ws.path(), &["--auth-token", "tok-argv"]);
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    while !s
+        .stderr
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("readable by every user"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no warning about a token in argv"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // No warning for the file or the environment.
+    let seen = HttpServer::start_with(
+        command(ws.path(), &["--port", "0"]).env("CODING_TOOLS_MCP_AUTH_TOKEN", "tok-env"),
+    );
+    assert_eq!(
+        seen.post(&ping, &[("Authorization", "Bearer tok-env")])
+            .status,
+        200
+    );
+    assert!(
+        !seen
+            .stderr
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("readable by every user"))
+    );
+}
+
+#[test]
+fn apply_patch_never_writes_a_git_directory_through_a_link() {
+    let l = layout();
+    symlink(".git", l.ws.join("gl")).unwrap();
+    // A `.git` file pointing at a git directory elsewhere in the workspace.
+    std::fs::create_dir(l.ws.join("sub")).unwrap();
+    git(
+        &l.ws,
+        &["init", "-q", "--separate-git-dir", "realgit", "sub"],
+    );
+    let config_before = std::fs::read(l.ws.join(".git/config")).unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    for (patch, written) in [
+        (
+            "*** Begin Patch\n*** Update File: gl/config\n@@\n+[core]\n+\tfsmonitor = touch /tmp/ctm-fsmonitor\n*** End Patch\n",
+            l.ws.join(".git/config"),
+        ),
+        (
+            "*** Begin Patch\n*** Add File: gl/hooks/post-commit\n+#!/bin/sh\n+touch /tmp/ctm-hook\n*** End Patch\n",
+            l.ws.join(".git/hooks/post-commit"),
+        ),
+        (
+            "*** Begin Patch\n*** Add File: realgit/hooks/pre-commit\n+#!/bin/sh\n*** End Patch\n",
+            l.ws.join("realgit/hooks/pre-commit"),
+        ),
+        (
+            "*** Begin Patch\n*** Add File: sub/.GIT\n+gitdir: ../elsewhere\n*** End Patch\n",
+            l.ws.join("sub/.GIT"),
+        ),
+    ] {
+        let r = s.request(&call(1, "apply_patch", json!({"patch": patch})));
+        refused(&r, "write_git_dir");
+        if written.ends_with("config") {
+            assert_eq!(std::fs::read(&written).unwrap(), config_before);
+        } else {
+            assert!(!written.exists(), "{} was written", written.display());
+        }
+    }
+    let r = s.request(&call(
+        2,
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: notes.txt\n+fine\n*** End Patch\n"}),
+    ));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+}
+
+#[test]
+fn development_still_works_in_safe_mode() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let r = exec(&mut s, "python3 hello.py");
+    assert_eq!(sc(&r)["stdout"], "hello from python\n", "{r}");
+    let r = exec(
+        &mut s,
+        "git add hello.py && git -c user.name=a -c user.email=a@b commit -qm first && git status --short && git log --oneline | wc -l",
+    );
+    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+    assert_eq!(sc(&r)["stdout"], "1\n", "{r}");
+    for (tool, probe) in [("cargo", "cargo --version"), ("node", "node --version")] {
+        let installed = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !installed {
+            eprintln!("NOTE: {tool} is not installed here");
+            continue;
+        }
+        let r = exec(&mut s, probe);
+        assert_eq!(sc(&r)["exit_code"], 0, "{probe}: {r}");
+    }
+    let r = s.request(&call(1, "check_exec_environment", json!({})));
+    let sb = &sc(&r)["sandbox"];
+    if sb["protections"]["read_confinement"] == "enforced" {
+        let reads: Vec<&str> = sb["read_roots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(reads.contains(&"/usr"), "{sb}");
+        assert!(!reads.contains(&"/"), "{sb}");
+        assert!(!reads.iter().any(|r| r.starts_with("/etc/shadow")), "{sb}");
+        assert_eq!(sb["write_roots"][0], json!(l.ws.display().to_string()));
+    }
+    for key in [
+        "read_confinement",
+        "device_nodes_refused",
+        "tcp_connect_bind_refused",
+        "signal_scope",
+        "seccomp_filter",
+        "path_gate",
+    ] {
+        assert!(sb["protections"][key].is_string(), "{key}: {sb}");
+    }
+}
+
+#[test]
+fn safe_mode_refuses_tcp_without_allow_network() {
+    let l = layout();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::fs::write(
+        l.ws.join("net.py"),
+        format!(
+            "import socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {port})); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+        ),
+    )
+    .unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    if !enforced(&mut s, "tcp_connect_bind_refused") {
+        return;
+    }
+    let r = exec(&mut s, "python3 net.py");
+    assert_eq!(sc(&r)["stdout"], "refused 13\n", "{r}");
+    let mut s = StdioServer::start(&l.ws, &["--allow-network"]);
+    let r = exec(&mut s, "python3 net.py");
+    assert_eq!(sc(&r)["stdout"], "connected\n", "{r}");
+}
