@@ -37,18 +37,36 @@ pub fn is_sensitive(name: &str, value: &str) -> bool {
         "token",
         "secret",
         "credential",
+        "creds",
         "password",
         "passwd",
         "private",
         "apikey",
         "api_key",
         "api-key",
+        "auth",
+        "jwt",
+        "cookie",
+        "session",
+        "signing",
+        "dsn",
     ]
     .iter()
-    .any(|w| n.contains(w));
+    .any(|w| n.contains(w))
+        || n.split(['_', '-'])
+            .any(|part| matches!(part, "pat" | "key" | "pw" | "pwd"))
+        || n.ends_with("_key");
     let loader = LOADER_VARS.contains(&name) || name.starts_with("DYLD_");
     let v = value.trim_start();
-    let secret_value = v.starts_with("-----BEGIN") && v.contains("PRIVATE KEY")
+    // A URL with a password in it: scheme://user:password@host.
+    let url_password = v.split_once("://").is_some_and(|(_, rest)| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    });
+    let secret_value = url_password
+        || v.starts_with("-----BEGIN") && v.contains("PRIVATE KEY")
         || ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"]
             .iter()
             .any(|p| v.starts_with(p))
@@ -154,6 +172,13 @@ mod tests {
             ("LC_ALL", "C.UTF-8"),
             ("RANDOM_THING", "1"),
             ("HARMLESS", "ghp_abcdefabcdef"),
+            ("DATABASE_URL", "postgres://u:pw@db/x"),
+            ("GH_PAT", "x"),
+            ("SENTRY_DSN", "x"),
+            ("SIGNING_KEY_PEM", "x"),
+            ("MY_CREDS", "x"),
+            ("NPM_CONFIG__AUTH", "x"),
+            ("PLAIN_URL", "https://example.com/a@b"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -185,6 +210,17 @@ mod tests {
         );
         assert!(!env.contains_key("MY_SECRET"));
         assert!(env.contains_key("RANDOM_THING"));
+        for k in [
+            "DATABASE_URL",
+            "GH_PAT",
+            "SENTRY_DSN",
+            "SIGNING_KEY_PEM",
+            "MY_CREDS",
+            "NPM_CONFIG__AUTH",
+        ] {
+            assert!(!env.contains_key(k), "{k}");
+        }
+        assert!(env.contains_key("PLAIN_URL"));
         let core = build_env(&EnvSpec {
             inherit: EnvInherit::Core,
             ..spec.clone()

@@ -18,7 +18,8 @@ use crate::paths::{Reach, path_arguments, privileged_executable};
 use crate::policy::{GateState, Gates, Permission, Refusal, classify};
 use crate::roots::{Toolchains, discover};
 use crate::runtime_dirs::{RetentionBudget, RuntimeDirs};
-use crate::sandbox::{ChildSandbox, SandboxSpec};
+use crate::sandbox::{ChildSandbox, SandboxRoots};
+use crate::supervisor::Launch;
 use crate::{sandbox, seccomp, supervisor};
 
 /// How long a finished command's readers may drain after it exits.
@@ -329,6 +330,8 @@ struct Inner {
     dirs: Result<Arc<RuntimeDirs>, String>,
     inherited_env: Vec<(String, String)>,
     toolchains: Toolchains,
+    /// The sandbox's roots, opened once (None: no Landlock in this mode or host).
+    roots: Option<SandboxRoots>,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
     rng: SystemRandom,
 }
@@ -371,6 +374,13 @@ impl ExecRuntime {
         let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
         let inherited_env: Vec<(String, String)> = std::env::vars().collect();
         let toolchains = discover(&inherited_env, &cfg.allow_roots);
+        let roots = (cfg.gates.landlock && sandbox::support().available).then(|| {
+            let mut write = vec![workspace.root().to_path_buf()];
+            if let Ok(d) = &dirs {
+                write.push(d.root().to_path_buf());
+            }
+            SandboxRoots::open(&toolchains.read_roots, &write)
+        });
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -378,6 +388,7 @@ impl ExecRuntime {
                 dirs,
                 inherited_env,
                 toolchains,
+                roots,
                 commands: Mutex::new(HashMap::new()),
                 rng: SystemRandom::new(),
             }),
@@ -587,22 +598,12 @@ impl ExecRuntime {
         })
     }
 
-    fn sandbox(
-        &self,
-        terminal: Option<&std::path::Path>,
-    ) -> Result<Option<ChildSandbox>, ExecError> {
+    fn sandbox(&self, tty: bool) -> Option<ChildSandbox> {
         let gates = self.inner.cfg.gates;
-        if !gates.landlock || !sandbox::support().available {
-            return Ok(None);
-        }
-        ChildSandbox::prepare(&SandboxSpec {
-            read_roots: &self.inner.toolchains.read_roots,
-            write_roots: &self.write_roots(),
-            deny_tcp: gates.network == GateState::Blocked,
-            terminal,
-        })
-        .map(Some)
-        .map_err(ExecError::Spawn)
+        self.inner
+            .roots
+            .as_ref()
+            .map(|r| r.for_command(gates.network == GateState::Blocked, tty))
     }
 
     fn spawn(
@@ -613,7 +614,7 @@ impl ExecRuntime {
     ) -> Result<Arc<Cmd>, ExecError> {
         use std::os::fd::AsRawFd;
         let gates = self.inner.cfg.gates;
-        let filter = match seccomp::program() {
+        let filter = match seccomp::program(gates.network == GateState::Blocked) {
             Ok(p) if gates.landlock && seccomp::available().is_ok() => Some(p),
             _ => None,
         };
@@ -651,25 +652,15 @@ impl ExecRuntime {
         } else {
             (None, None)
         };
-        let terminal = pts
-            .as_ref()
-            .and_then(|p| std::fs::read_link(format!("/proc/self/fd/{}", p.as_raw_fd())).ok());
-        let sandbox = self.sandbox(terminal.as_deref())?;
+        let launch = Launch::new(&req.cmd, env, cwd, self.sandbox(tty), filter, !tty)
+            .map_err(ExecError::Spawn)?;
         let child_setup = move || -> std::io::Result<()> {
-            // SAFETY: we are between fork and exec; `split` forks once more
-            // and returns only in the command's shell.
+            // SAFETY: we are between fork and exec; `split` starts the
+            // command process and supervises it, returning only on failure.
             #[allow(unsafe_code)]
             unsafe {
-                supervisor::split(status_fd, !tty)?;
+                supervisor::split(status_fd, &launch)
             }
-            rustix::process::fchdir(&cwd).map_err(std::io::Error::from)?;
-            if let Some(s) = &sandbox {
-                s.enforce()?;
-            }
-            if let Some(f) = filter {
-                seccomp::enforce(f)?;
-            }
-            Ok(())
         };
         if let (Some(pty), Some(pts)) = (pty, pts) {
             let _ = pty.resize(pty_process::Size::new(40, 120));
@@ -771,7 +762,7 @@ impl ExecRuntime {
             }
             supervisor::signal_tree(cmd.pid, Signal::TERM);
             if !cmd.wait_gone(Instant::now() + TIMEOUT_GRACE).await {
-                supervisor::kill_tree(cmd.pid);
+                kill_tree(cmd.pid).await;
             }
         });
     }
@@ -832,14 +823,14 @@ impl ExecRuntime {
         }
         let leader_was_running = !cmd.exited();
         if signal == Signal::KILL {
-            reached += supervisor::kill_tree(cmd.pid);
+            reached += kill_tree(cmd.pid).await;
         } else {
             reached += supervisor::signal_tree(cmd.pid, signal);
         }
         sent.push(signal_name(signal.as_raw()));
         let mut gone = cmd.wait_gone(Instant::now() + wait).await;
         if !gone {
-            reached += supervisor::kill_tree(cmd.pid);
+            reached += kill_tree(cmd.pid).await;
             if signal != Signal::KILL {
                 sent.push("SIGKILL");
             }
@@ -902,6 +893,13 @@ impl ExecRuntime {
             .collect();
         alive.iter().map(|c| supervisor::kill_tree(c.pid)).sum()
     }
+}
+
+/// [`supervisor::kill_tree`] off the async workers (it sleeps between rounds).
+async fn kill_tree(pid: i32) -> usize {
+    tokio::task::spawn_blocking(move || supervisor::kill_tree(pid))
+        .await
+        .unwrap_or(0)
 }
 
 fn spawn_reader(cmd: Arc<Cmd>, mut r: impl AsyncRead + Send + Unpin + 'static, stream: Stream) {
@@ -976,13 +974,21 @@ async fn wait_for(
     let mut cancel = std::pin::pin!(cancel);
     let started = Instant::now();
     loop {
-        let (exit_at, readers, last) = {
+        let (exit_at, readers, last, alive) = {
             let s = cmd.lock();
-            (s.exit.map(|e| e.at), s.readers_open, s.last_output)
+            (
+                s.exit.map(|e| e.at),
+                s.readers_open,
+                s.last_output,
+                s.tree_alive,
+            )
         };
         let now = Instant::now();
+        // The shell's status arrives just before its supervisor exits: wait
+        // (briefly) for both, so a command with nothing left in the
+        // background is never reported as having some.
         if let Some(at) = exit_at
-            && (readers == 0 || now >= at + EXIT_DRAIN)
+            && ((readers == 0 && !alive) || now >= at + EXIT_DRAIN)
         {
             return WaitEnd::Exited;
         }

@@ -1,18 +1,19 @@
 //! Landlock confinement of commands: what they may read, write, execute,
 //! connect to and signal.
 //!
-//! The ruleset is built in the server (it opens every root by path) and
-//! applied in the command's process between fork and exec with raw system
-//! calls, so nothing there allocates. `/proc/self` is added in the child
-//! itself: opened in the server it would name the server's own `/proc` entry.
+//! The roots are opened once per server; each command's process builds its
+//! ruleset from those handles between fork and exec with raw system calls,
+//! so nothing there allocates or looks a path up. `/proc/self` is added in
+//! the child itself: opened in the server it would name the server's own
+//! `/proc` entry.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 /// The newest ABI this build asks for.
@@ -108,24 +109,23 @@ pub const DEVICES: [&str; 5] = [
     "/dev/urandom",
 ];
 
-/// What one command may touch.
-#[derive(Debug, Clone)]
-pub struct SandboxSpec<'a> {
-    /// Read and execute beneath these.
-    pub read_roots: &'a [PathBuf],
-    /// Everything but device nodes beneath these.
-    pub write_roots: &'a [PathBuf],
-    /// Refuse TCP connect and bind.
-    pub deny_tcp: bool,
-    /// The terminal of a PTY command (read, write and ioctl on it alone).
-    pub terminal: Option<&'a Path>,
+/// The roots of one server, opened once (`O_PATH`), each with the rights it
+/// grants; a command's ruleset is built from these handles in its own
+/// process, with no path lookup and no allocation.
+#[derive(Debug)]
+pub struct SandboxRoots {
+    rules: Vec<(OwnedFd, u64)>,
+    tty: Option<OwnedFd>,
+    abi: ABI,
 }
 
-/// A ruleset prepared in the server, applied in the child with
-/// [`ChildSandbox::enforce`].
-#[derive(Debug)]
-pub struct ChildSandbox {
-    ruleset: Option<OwnedFd>,
+/// `struct landlock_ruleset_attr` (ABI 6 layout; older kernels accept the
+/// larger struct when the fields they lack are zero).
+#[repr(C)]
+struct RulesetAttr6 {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 /// `struct landlock_path_beneath_attr` (packed in the uapi).
@@ -136,80 +136,151 @@ struct PathBeneathAttr {
 }
 
 const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
-/// `LANDLOCK_ACCESS_FS_EXECUTE | READ_FILE | READ_DIR`.
-const READ_ACCESS: u64 = 1 | 4 | 8;
+
+fn open_path(p: &Path) -> Option<(OwnedFd, bool)> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let dir = rustix::fs::fstat(&fd)
+        .map(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+        })
+        .unwrap_or(true);
+    Some((fd, dir))
+}
+
+impl SandboxRoots {
+    /// Opens the roots that exist: read and execute beneath `read_roots`,
+    /// everything but device nodes and device ioctls beneath `write_roots`,
+    /// read and write of the standard devices.
+    pub fn open(read_roots: &[PathBuf], write_roots: &[PathBuf]) -> Self {
+        let kernel = support().abi.min(abi_number(TARGET_ABI));
+        let abi = ABI::from(kernel as i32);
+        let file = AccessFs::from_file(abi).bits();
+        let read = AccessFs::from_read(abi).bits();
+        let write = (AccessFs::from_all(abi)
+            & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev))
+            .bits();
+        let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate).bits();
+        let mut rules = Vec::new();
+        let groups: [(&[PathBuf], u64); 2] = [(read_roots, read), (write_roots, write)];
+        for (paths, access) in groups {
+            for p in paths {
+                if let Some((fd, dir)) = open_path(p) {
+                    rules.push((fd, if dir { access } else { access & file }));
+                }
+            }
+        }
+        for d in DEVICES {
+            if let Some((fd, _)) = open_path(Path::new(d)) {
+                rules.push((fd, device & file));
+            }
+        }
+        let tty = open_path(Path::new("/dev/tty")).map(|(fd, _)| fd);
+        Self { rules, tty, abi }
+    }
+
+    /// The ruleset of one command, to apply in its process.
+    pub fn for_command(&self, deny_tcp: bool, tty: bool) -> ChildSandbox {
+        let abi = self.abi;
+        let fs = AccessFs::from_all(abi).bits();
+        let terminal =
+            (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev)
+                .bits()
+                & fs;
+        ChildSandbox {
+            fs,
+            net: if deny_tcp {
+                AccessNet::from_all(abi).bits()
+            } else {
+                0
+            },
+            scoped: Scope::from_all(abi).bits(),
+            rules: self
+                .rules
+                .iter()
+                .map(|(fd, a)| (fd.as_raw_fd(), a & fs))
+                .collect(),
+            // A PTY command: its own terminal (stdin) and /dev/tty, with ioctls.
+            terminal: if tty {
+                Some((self.tty.as_ref().map_or(-1, AsRawFd::as_raw_fd), terminal))
+            } else {
+                None
+            },
+            read: AccessFs::from_read(abi).bits() & fs,
+        }
+    }
+}
+
+/// One command's ruleset, as plain numbers and borrowed descriptors of its
+/// [`SandboxRoots`] (which outlive the spawn).
+#[derive(Debug, Clone)]
+pub struct ChildSandbox {
+    fs: u64,
+    net: u64,
+    scoped: u64,
+    rules: Vec<(RawFd, u64)>,
+    terminal: Option<(RawFd, u64)>,
+    read: u64,
+}
 
 impl ChildSandbox {
-    /// Builds the ruleset for `spec`.
-    pub fn prepare(spec: &SandboxSpec<'_>) -> Result<Self, String> {
-        let abi = TARGET_ABI;
-        let read = AccessFs::from_read(abi);
-        // Everything but creating device nodes, and ioctl on devices.
-        let write: BitFlags<AccessFs> = AccessFs::from_all(abi)
-            & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
-        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-        let mut ruleset = Ruleset::default()
-            .handle_access(AccessFs::from_all(abi))
-            .map_err(|e| e.to_string())?;
-        if spec.deny_tcp {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(|e| e.to_string())?;
-        }
-        let created = ruleset
-            .scope(Scope::from_all(abi))
-            .and_then(|r| r.create())
-            .and_then(|r| r.add_rules(path_beneath_rules(spec.read_roots, read)))
-            .and_then(|r| r.add_rules(path_beneath_rules(DEVICES, device)))
-            .and_then(|r| r.add_rules(path_beneath_rules(spec.write_roots, write)))
-            .and_then(|r| match spec.terminal {
-                Some(t) => r.add_rules(path_beneath_rules(
-                    [t, Path::new("/dev/tty")],
-                    device | AccessFs::IoctlDev,
-                )),
-                None => Ok(r),
-            })
-            .map_err(|e| e.to_string())?;
-        let fd: Option<OwnedFd> = created.into();
-        Ok(Self { ruleset: fd })
-    }
-
-    /// The ruleset's descriptor, to keep open across the fork.
-    pub fn raw_fd(&self) -> Option<RawFd> {
-        self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
-    }
-
-    /// In the child: grants reading its own `/proc/self`, sets
-    /// `no_new_privs` and restricts itself. Only system calls, no allocation.
-    pub fn enforce(&self) -> std::io::Result<()> {
-        let Some(fd) = self.raw_fd() else {
-            return Ok(());
-        };
-        // SAFETY: plain system calls on a descriptor we own and a
-        // NUL-terminated literal; the attribute lives on this stack frame.
+    /// In the command's process, before exec: creates the ruleset, adds the
+    /// roots, its own `/proc/self` and (PTY) its terminal, sets
+    /// `no_new_privs` and restricts itself. System calls only; on failure,
+    /// the errno.
+    pub fn enforce(&self) -> Result<(), i32> {
+        // SAFETY: system calls with pointers to values on this stack frame
+        // or owned by `self`, and descriptors that stay open during the call.
         #[allow(unsafe_code)]
         unsafe {
+            let attr = RulesetAttr6 {
+                handled_access_fs: self.fs,
+                handled_access_net: self.net,
+                scoped: self.scoped,
+            };
+            let ruleset = libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr6,
+                std::mem::size_of::<RulesetAttr6>(),
+                0,
+            ) as libc::c_int;
+            if ruleset < 0 {
+                return Err(*libc::__errno_location());
+            }
+            let add = |fd: RawFd, access: u64| {
+                if fd >= 0 && access != 0 {
+                    let rule = PathBeneathAttr {
+                        allowed_access: access,
+                        parent_fd: fd,
+                    };
+                    // A root that cannot be added stays closed: never more access.
+                    libc::syscall(
+                        libc::SYS_landlock_add_rule,
+                        ruleset,
+                        LANDLOCK_RULE_PATH_BENEATH,
+                        &rule as *const PathBeneathAttr,
+                        0,
+                    );
+                }
+            };
+            for &(fd, access) in &self.rules {
+                add(fd, access);
+            }
+            if let Some((tty, access)) = self.terminal {
+                add(tty, access);
+                add(0, access);
+            }
             let me = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
             if me >= 0 {
-                let attr = PathBeneathAttr {
-                    allowed_access: READ_ACCESS,
-                    parent_fd: me,
-                };
-                // Best effort: a /proc that cannot be added stays closed.
-                libc::syscall(
-                    libc::SYS_landlock_add_rule,
-                    fd,
-                    LANDLOCK_RULE_PATH_BENEATH,
-                    &attr as *const PathBeneathAttr,
-                    0,
-                );
+                add(me, self.read);
                 libc::close(me);
             }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+            let failed = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0;
+            let errno = *libc::__errno_location();
+            libc::close(ruleset);
+            if failed {
+                return Err(errno);
             }
         }
         Ok(())

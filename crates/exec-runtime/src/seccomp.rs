@@ -10,10 +10,20 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-/// Push a byte into a terminal's input queue (keystroke injection).
-const TIOCSTI: u64 = 0x5412;
-/// Console multiplexing, including selection paste into the input queue.
-const TIOCLINUX: u64 = 0x541C;
+/// Terminal and file ioctls refused: push a byte into a terminal's input
+/// queue (keystroke injection), console multiplexing (selection paste),
+/// redirecting the console, changing the line discipline, and setting file
+/// attribute flags (immutable, append-only).
+const REFUSED_IOCTLS: [u64; 7] = [
+    0x5412,      // TIOCSTI
+    0x541C,      // TIOCLINUX
+    0x541D,      // TIOCCONS
+    0x5423,      // TIOCSETD
+    0x4008_6602, // FS_IOC_SETFLAGS
+    0x4004_6602, // FS_IOC32_SETFLAGS
+    0x401C_5820, // FS_IOC_FSSETXATTR
+];
+const IPPROTO_MPTCP: u64 = 262;
 const S_IFMT: u64 = 0o170_000;
 const S_IFCHR: u64 = 0o020_000;
 const S_IFBLK: u64 = 0o060_000;
@@ -47,6 +57,15 @@ fn always_refused() -> Vec<i64> {
         libc::SYS_reboot,
         libc::SYS_swapon,
         libc::SYS_swapoff,
+        // io_uring performs operations (sockets included) without passing
+        // through this filter.
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        // Acting on another process's memory.
+        libc::SYS_process_madvise,
+        libc::SYS_process_mrelease,
+        libc::SYS_kcmp,
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([libc::SYS_kexec_file_load]);
@@ -55,7 +74,10 @@ fn always_refused() -> Vec<i64> {
 
 /// What the filter refuses, for reports.
 pub const REFUSED: &[&str] = &[
-    "ioctl TIOCSTI/TIOCLINUX",
+    "ioctl TIOCSTI/TIOCLINUX/TIOCCONS/TIOCSETD, file attribute flags (chattr)",
+    "limits, priorities, scheduling and memory placement of other processes",
+    "raw and packet sockets; with the network closed, TCP/MPTCP/SCTP stream sockets",
+    "io_uring",
     "mknod of character and block devices",
     "ptrace and process_vm_readv/writev, pidfd_getfd",
     "mount, umount, the new mount API, pivot_root",
@@ -64,22 +86,77 @@ pub const REFUSED: &[&str] = &[
     "kernel modules, kexec, reboot, swapon/swapoff",
 ];
 
-fn build() -> Result<BpfProgram, String> {
+fn build(deny_tcp: bool) -> Result<BpfProgram, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
             .and_then(|c| SeccompRule::new(vec![c]))
             .map_err(|e| e.to_string())
     };
+    let all = |conds: &[(u8, SeccompCmpOp, u64)]| {
+        conds
+            .iter()
+            .map(|(arg, op, v)| {
+                SeccompCondition::new(*arg, SeccompCmpArgLen::Dword, op.clone(), *v)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(SeccompRule::new)
+            .map_err(|e| e.to_string())
+    };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     // The kernel reads the request as an unsigned int: compare the low 32 bits.
     rules.insert(
         libc::SYS_ioctl,
-        vec![
-            cond(1, SeccompCmpOp::Eq, TIOCSTI)?,
-            cond(1, SeccompCmpOp::Eq, TIOCLINUX)?,
-        ],
+        REFUSED_IOCTLS
+            .iter()
+            .map(|&r| cond(1, SeccompCmpOp::Eq, r))
+            .collect::<Result<_, _>>()?,
     );
+    // Only the calling process itself (pid 0) may be the target.
+    let not_self = |arg: u8| cond(arg, SeccompCmpOp::Ne, 0);
+    for nr in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ] {
+        rules.insert(nr, vec![not_self(0)?]);
+    }
+    // setpriority(PRIO_PROCESS, 0, n) and ioprio_set(IOPRIO_WHO_PROCESS, 0, n) only.
+    rules.insert(libc::SYS_setpriority, vec![not_self(0)?, not_self(1)?]);
+    rules.insert(
+        libc::SYS_ioprio_set,
+        vec![cond(0, SeccompCmpOp::Ne, 1)?, not_self(1)?],
+    );
+    let kind = |t: u64| (1, SeccompCmpOp::MaskedEq(0xf), t);
+    let mut sockets = vec![
+        all(&[(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)])?,
+        all(&[
+            (0, SeccompCmpOp::Eq, libc::AF_INET as u64),
+            kind(libc::SOCK_RAW as u64),
+        ])?,
+        all(&[
+            (0, SeccompCmpOp::Eq, libc::AF_INET6 as u64),
+            kind(libc::SOCK_RAW as u64),
+        ])?,
+    ];
+    if deny_tcp {
+        // Landlock refuses TCP connect and bind; these reach the network
+        // without them (MPTCP, TCP Fast Open's sendto, listen's autobind, SCTP).
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            for t in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
+                sockets.push(all(&[
+                    (0, SeccompCmpOp::Eq, family as u64),
+                    kind(t as u64),
+                ])?);
+            }
+        }
+        sockets.push(all(&[(2, SeccompCmpOp::Eq, IPPROTO_MPTCP)])?);
+    }
+    rules.insert(libc::SYS_socket, sockets);
     let device_modes = |arg: u8| -> Result<Vec<SeccompRule>, String> {
         Ok(vec![
             cond(arg, SeccompCmpOp::MaskedEq(S_IFMT), S_IFCHR)?,
@@ -102,10 +179,16 @@ fn build() -> Result<BpfProgram, String> {
     BpfProgram::try_from(filter).map_err(|e| e.to_string())
 }
 
-/// The compiled filter, or why there is none on this target.
-pub fn program() -> &'static Result<BpfProgram, String> {
-    static PROGRAM: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
-    PROGRAM.get_or_init(build)
+/// The compiled filter (with the network closed, or open), or why there is
+/// none on this target.
+pub fn program(deny_tcp: bool) -> &'static Result<BpfProgram, String> {
+    static CLOSED: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    static OPEN: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    if deny_tcp {
+        CLOSED.get_or_init(|| build(true))
+    } else {
+        OPEN.get_or_init(|| build(false))
+    }
 }
 
 /// Whether the kernel accepts the filter (asked once, from a throwaway
@@ -113,7 +196,7 @@ pub fn program() -> &'static Result<BpfProgram, String> {
 pub fn available() -> &'static Result<(), String> {
     static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
     AVAILABLE.get_or_init(|| {
-        let prog = program().clone()?;
+        let prog = program(true).clone()?;
         std::thread::spawn(move || seccompiler::apply_filter(&prog).map_err(|e| e.to_string()))
             .join()
             .unwrap_or_else(|_| Err("the seccomp check failed".into()))

@@ -15,9 +15,14 @@
 //! the command's Landlock domain is created below it: with signal scoping
 //! the command cannot signal its supervisor or the server.
 
-use std::collections::{HashMap, HashSet};
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use seccompiler::BpfProgram;
+
+use crate::sandbox::ChildSandbox;
 
 use rustix::process::{Pid, Signal};
 
@@ -34,21 +39,126 @@ const IGNORED: [libc::c_int; 8] = [
     libc::SIGPIPE,
 ];
 
-/// Runs in the process the server forked, before exec. Returns in the
-/// command's shell (which goes on to exec); never returns in the supervisor.
-///
-/// `new_session`: pipe commands start a session here and another for the
-/// shell; a PTY command's session (with its terminal) was made already, and
-/// the shell stays in it, in the foreground group.
+/// Everything the command's process needs to start, prepared in the
+/// server (the child only reads it).
+pub struct Launch {
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    cwd: OwnedFd,
+    sandbox: Option<ChildSandbox>,
+    filter: Option<&'static BpfProgram>,
+    new_session: bool,
+}
+
+// SAFETY: the pointers point into `_strings`, owned by the same value and
+// never changed after construction; the child only reads them.
+#[allow(unsafe_code)]
+unsafe impl Send for Launch {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Launch {}
+
+impl Launch {
+    /// `/bin/sh -c cmd` with exactly `env`, entering `cwd`, confined by
+    /// `sandbox` and `filter`; `new_session` for pipe commands (a PTY
+    /// command's session was made with its terminal).
+    pub fn new(
+        cmd: &str,
+        env: &BTreeMap<String, String>,
+        cwd: OwnedFd,
+        sandbox: Option<ChildSandbox>,
+        filter: Option<&'static BpfProgram>,
+        new_session: bool,
+    ) -> Result<Self, String> {
+        let nul = |what: &str| format!("the {what} contains a NUL byte");
+        let mut strings = vec![
+            CString::new("/bin/sh").map_err(|_| nul("shell"))?,
+            CString::new("-c").map_err(|_| nul("shell"))?,
+            CString::new(cmd).map_err(|_| nul("command"))?,
+        ];
+        for (k, v) in env {
+            strings.push(CString::new(format!("{k}={v}")).map_err(|_| nul("environment"))?);
+        }
+        let ptrs = |range: std::ops::Range<usize>, s: &[CString]| {
+            let mut v: Vec<*const libc::c_char> = s[range].iter().map(|c| c.as_ptr()).collect();
+            v.push(std::ptr::null());
+            v
+        };
+        let argv = ptrs(0..3, &strings);
+        let envp = ptrs(3..strings.len(), &strings);
+        Ok(Self {
+            _strings: strings,
+            argv,
+            envp,
+            cwd,
+            sandbox,
+            filter,
+            new_session,
+        })
+    }
+}
+
+/// The errno of a command process that could not start, written by it into
+/// the supervisor's memory (they share it until the exec).
+static SETUP_ERRNO: AtomicI32 = AtomicI32::new(0);
+
+/// The command's process: runs on its own stack in the supervisor's memory
+/// (`CLONE_VM | CLONE_VFORK`: the supervisor waits until it execs or
+/// exits), so no page table is copied for it.
+extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Launch` the supervisor passed, alive and
+    // unchanged while it is suspended; only system calls follow.
+    #[allow(unsafe_code)]
+    unsafe {
+        let l = &*(arg as *const Launch);
+        let fail = |errno: i32| -> ! {
+            SETUP_ERRNO.store(errno.max(1), Ordering::SeqCst);
+            libc::_exit(127)
+        };
+        // A PTY command gets a process group of its own as the terminal's
+        // foreground group (SIGTTOU is still ignored here), so signals to
+        // its groups never reach the supervisor.
+        if !l.new_session && (libc::setpgid(0, 0) != 0 || libc::tcsetpgrp(0, libc::getpid()) != 0) {
+            fail(*libc::__errno_location());
+        }
+        for sig in IGNORED {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        if l.new_session && libc::setsid() < 0 {
+            fail(*libc::__errno_location());
+        }
+        if libc::fchdir(l.cwd.as_raw_fd()) != 0 {
+            fail(*libc::__errno_location());
+        }
+        if let Some(sb) = &l.sandbox
+            && let Err(e) = sb.enforce()
+        {
+            fail(e);
+        }
+        if let Some(f) = l.filter
+            && crate::seccomp::enforce(f).is_err()
+        {
+            fail(*libc::__errno_location());
+        }
+        libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());
+        fail(*libc::__errno_location())
+    }
+}
+
+/// Runs in the process the server forked (the future supervisor), before
+/// exec: makes it a subreaper in a session of its own, starts the command
+/// process below it, and supervises; returns only on failure.
 ///
 /// # Safety
-/// Only between fork and exec of a child of this process: it forks again
-/// and calls only async-signal-safe functions.
+/// Only between fork and exec of a child of this process: it calls only
+/// async-signal-safe functions and system calls.
 #[allow(unsafe_code)]
-pub unsafe fn split(status_fd: RawFd, new_session: bool) -> std::io::Result<()> {
-    // SAFETY: system calls only, on values owned by this process.
+pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
+    const STACK: usize = 256 * 1024;
+    // SAFETY: system calls only, on values owned by this process; the
+    // stack is a fresh private mapping used by the command process alone.
     unsafe {
-        if new_session && libc::setsid() < 0 {
+        if launch.new_session && libc::setsid() < 0 {
             return Err(std::io::Error::last_os_error());
         }
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
@@ -59,18 +169,34 @@ pub unsafe fn split(status_fd: RawFd, new_session: bool) -> std::io::Result<()> 
         for sig in IGNORED {
             libc::signal(sig, libc::SIG_IGN);
         }
-        let shell = libc::fork();
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if stack == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let top = stack.cast::<u8>().add(STACK).cast::<libc::c_void>();
+        let shell = libc::clone(
+            command_main,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            launch as *const Launch as *mut libc::c_void,
+        );
         if shell < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        if shell == 0 {
-            for sig in IGNORED {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            if new_session && libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            return Ok(());
+        // The command process has exec'd (or failed); its stack is ours again.
+        libc::munmap(stack, STACK);
+        let errno = SETUP_ERRNO.load(Ordering::SeqCst);
+        if errno != 0 {
+            let mut status = 0;
+            libc::waitpid(shell, &mut status, 0);
+            return Err(std::io::Error::from_raw_os_error(errno));
         }
         supervise(shell, status_fd)
     }
@@ -265,38 +391,72 @@ fn signal_checked(pid: i32, sig: Signal, tree: &HashSet<i32>) -> bool {
     rustix::process::pidfd_send_signal(&fd, sig).is_ok()
 }
 
-/// Sends `sig` once to every process below `root`; how many were signalled.
-pub fn signal_tree(root: i32, sig: Signal) -> usize {
-    let below = descendants(root);
-    let mut tree: HashSet<i32> = below.iter().copied().collect();
-    tree.insert(root);
-    below
-        .iter()
-        .filter(|&&p| signal_checked(p, sig, &tree))
-        .count()
+fn pgid_of(pid: i32) -> Option<i32> {
+    rustix::process::getpgid(Pid::from_raw(pid))
+        .ok()
+        .map(Pid::as_raw_nonzero)
+        .map(i32::from)
 }
 
-/// Stops every process below `root` (so none can fork while it is being
-/// found), repeating until a pass finds nobody new, then kills them all.
-/// Returns how many were killed.
+/// Signals what runs below `root`: each process group of the command as a
+/// whole (a group signal races no `fork`: the kernel delivers it to children
+/// forked meanwhile), and one by one any process that shares the
+/// supervisor's own group. Returns how many processes were below `root`.
+fn signal_below(root: i32, sig: Signal) -> usize {
+    let below = descendants(root);
+    let own = pgid_of(root);
+    let mut tree: HashSet<i32> = below.iter().copied().collect();
+    tree.insert(root);
+    let mut groups = HashSet::new();
+    for &p in &below {
+        match pgid_of(p) {
+            Some(g) if Some(g) != own => {
+                groups.insert(g);
+            }
+            _ => {
+                signal_checked(p, sig, &tree);
+            }
+        }
+    }
+    for g in groups {
+        if let Some(g) = Pid::from_raw(g) {
+            let _ = rustix::process::kill_process_group(g, sig);
+        }
+    }
+    below.len()
+}
+
+/// Sends `sig` once to every process below `root`; how many there were.
+pub fn signal_tree(root: i32, sig: Signal) -> usize {
+    signal_below(root, sig)
+}
+
+/// Kills everything below `root`, in rounds until nothing is left (orphans
+/// of each round come back to the supervisor as its children) or 200
+/// rounds. Returns how many processes the first round found.
 pub fn kill_tree(root: i32) -> usize {
-    let mut tree: HashSet<i32> = HashSet::from([root]);
-    for _ in 0..64 {
-        let below = descendants(root);
-        let new: Vec<i32> = below.into_iter().filter(|p| !tree.contains(p)).collect();
-        if new.is_empty() {
+    let first = signal_below(root, Signal::KILL);
+    for _ in 0..200 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let left: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|&p| !is_zombie(p))
+            .collect();
+        if left.is_empty() {
             break;
         }
-        tree.extend(new.iter().copied());
-        for p in new {
-            signal_checked(p, Signal::STOP, &tree);
-        }
+        signal_below(root, Signal::KILL);
     }
-    let mut killed = 0;
-    for &p in tree.iter().filter(|&&p| p != root) {
-        if signal_checked(p, Signal::KILL, &tree) {
-            killed += 1;
-        }
-    }
-    killed
+    first
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "procfs, not workspace content: the process table is outside any workspace"
+)]
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rfind(')')
+            .is_some_and(|i| st[i + 1..].trim_start().starts_with('Z'))
+    })
 }

@@ -14,10 +14,12 @@ fn is_git_name(name: &OsStr) -> bool {
     name.as_encoded_bytes().eq_ignore_ascii_case(b".git")
 }
 
-/// A directory holding `HEAD`, `objects/` and `refs/` is a git directory,
-/// whatever its name.
+/// A git directory, whatever its name: `objects/` and `refs/` (a
+/// repository, or the common directory of linked worktrees, which has no
+/// `HEAD`), or `HEAD` with a `commondir` file (a linked worktree's own).
 fn looks_like_git_dir(d: &Path) -> bool {
-    d.join("HEAD").is_file() && d.join("objects").is_dir() && d.join("refs").is_dir()
+    (d.join("objects").is_dir() && d.join("refs").is_dir())
+        || (d.join("HEAD").is_file() && d.join("commondir").is_file())
 }
 
 /// The real path of an open directory (from `/proc/self/fd`).

@@ -30,11 +30,24 @@ pub fn walks_confined() -> Option<bool> {
 /// Runs `walk` on a new thread that may read only beneath the workspace.
 /// Where the kernel has no Landlock the walk runs unconfined, as before.
 pub(crate) fn confined<T: Send>(ws: &Workspace, walk: impl FnOnce() -> T + Send) -> T {
+    confined_with(ws, &[], walk)
+}
+
+/// Runs `work` on a new thread that may read only beneath the workspace,
+/// the ignore files above it, and the files in `also` (e.g. the user's git
+/// configuration); what the workspace's contents point to elsewhere — a
+/// symlink planted in `.git`, an `alternates` file — cannot be read there.
+/// Unconfined where the kernel has no Landlock ([`walks_confined`]).
+pub fn confined_with<T: Send>(
+    ws: &Workspace,
+    also: &[PathBuf],
+    work: impl FnOnce() -> T + Send,
+) -> T {
     std::thread::scope(|scope| {
         let thread = scope.spawn(|| {
-            let enforced = restrict(ws);
+            let enforced = restrict(ws, also);
             let _ = ENFORCED.set(enforced);
-            walk()
+            work()
         });
         match thread.join() {
             Ok(value) => value,
@@ -44,7 +57,7 @@ pub(crate) fn confined<T: Send>(ws: &Workspace, walk: impl FnOnce() -> T + Send)
 }
 
 /// Restricts the calling thread; true when the kernel enforces it.
-fn restrict(ws: &Workspace) -> bool {
+fn restrict(ws: &Workspace, also: &[PathBuf]) -> bool {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let ruleset = Ruleset::default()
         .handle_access(read)
@@ -53,7 +66,8 @@ fn restrict(ws: &Workspace) -> bool {
     let Ok(mut ruleset) = ruleset else {
         return false;
     };
-    for file in ignore_files_above(ws.root()) {
+    let also = also.iter().filter(|p| p.is_file()).cloned();
+    for file in ignore_files_above(ws.root()).into_iter().chain(also) {
         if let Ok(fd) = PathFd::new(&file) {
             match ruleset.add_rule(PathBeneath::new(fd, AccessFs::ReadFile)) {
                 Ok(r) => ruleset = r,

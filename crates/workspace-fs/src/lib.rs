@@ -37,7 +37,7 @@ mod path;
 mod read;
 mod search;
 
-pub use confine::{gitdir_link, walks_confined};
+pub use confine::{confined_with, gitdir_link, walks_confined};
 pub use context::{ContextLimits, InstructionFile, ProjectContext, project_context};
 pub use error::FsError;
 pub use image::{ImageOutcome, ImageRequest, MAX_SOURCE_BYTES, view_image};

@@ -417,6 +417,28 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
         all_gone(&marks),
         "a background process survived the server's exit"
     );
+    // A process that forks and exits in a loop moves to a new pid all the
+    // time; kill_command still ends it.
+    std::fs::write(
+        l.ws.join("rabbit.py"),
+        "import os, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    open('hb', 'a').write('x')\n    time.sleep(0.001)\n",
+    )
+    .unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let r = exec(&mut s, "python3 rabbit.py >/dev/null 2>&1 &");
+    let id = sc(&r)["command_id"].as_str().unwrap().to_owned();
+    let hb = l.ws.join("hb");
+    let size = || std::fs::metadata(&hb).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    while size() < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = s.request(&call(3, "kill_command", json!({"command_id": id})));
+    assert_ne!(sc(&r)["status"], "terminating", "{r}");
+    let after = size();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size(), after, "the fork loop survived kill_command");
+    drop(s);
     // So does a SIGKILL of the server.
     let marks = leave_background(&l.ws, &tag(3));
     let mut s = StdioServer::start(&l.ws, &[]);
@@ -636,6 +658,7 @@ fn development_still_works_in_safe_mode() {
     let mut s = StdioServer::start(&l.ws, &[]);
     let r = exec(&mut s, "python3 hello.py");
     assert_eq!(sc(&r)["stdout"], "hello from python\n", "{r}");
+    assert_eq!(sc(&r)["background_running"], false, "{r}");
     let r = exec(
         &mut s,
         "git add hello.py && git -c user.name=a -c user.email=a@b commit -qm first && git status --short && git log --oneline | wc -l",
@@ -685,10 +708,23 @@ fn safe_mode_refuses_tcp_without_allow_network() {
     let l = layout();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    // Plain connect, and the routes around Landlock's connect/bind hooks:
+    // MPTCP, TCP Fast Open's sendto, listen's automatic bind.
     std::fs::write(
         l.ws.join("net.py"),
         format!(
-            "import socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', {port})); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+            r#"import socket
+def attempt(name, f):
+    try:
+        f(); print(name, "OPEN")
+    except OSError as e:
+        print(name, "refused", e.errno)
+attempt("connect", lambda: socket.socket().connect(("127.0.0.1", {port})))
+attempt("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).connect(("127.0.0.1", {port})))
+attempt("fastopen", lambda: socket.socket().sendto(b"x", 0x20000000, ("127.0.0.1", {port})))
+attempt("listen", lambda: socket.socket().listen())
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 6))
+"#
         ),
     )
     .unwrap();
@@ -697,8 +733,82 @@ fn safe_mode_refuses_tcp_without_allow_network() {
         return;
     }
     let r = exec(&mut s, "python3 net.py");
-    assert_eq!(sc(&r)["stdout"], "refused 13\n", "{r}");
+    let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
+    assert_eq!(out.lines().count(), 5, "{r}");
+    assert!(!out.contains("OPEN"), "{out}");
     let mut s = StdioServer::start(&l.ws, &["--allow-network"]);
     let r = exec(&mut s, "python3 net.py");
-    assert_eq!(sc(&r)["stdout"], "connected\n", "{r}");
+    assert!(
+        sc(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("connect OPEN"),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_server_cannot_be_throttled_or_its_limits_changed() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let pid = s.child.id();
+    std::fs::write(
+        l.ws.join("limits.py"),
+        format!(
+            r#"import os, resource
+def attempt(name, f):
+    try:
+        f(); print(name, "DONE")
+    except OSError as e:
+        print(name, "refused", e.errno)
+for target in ({pid}, os.getppid()):
+    attempt("prlimit", lambda: resource.prlimit(target, resource.RLIMIT_CPU, (0, 0)))
+    attempt("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, target, 19))
+    attempt("affinity", lambda: os.sched_setaffinity(target, {{0}}))
+attempt("own limit", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+"#
+        ),
+    )
+    .unwrap();
+    let r = exec(&mut s, "python3 limits.py");
+    let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
+    if enforced(&mut s, "seccomp_filter") {
+        assert_eq!(out.matches("DONE").count(), 1, "{out}");
+        assert!(out.contains("own limit DONE"), "{out}");
+    }
+    // Still serving, a second later (RLIMIT_CPU 0 would have killed it).
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = s.request(&json!({"jsonrpc":"2.0","id":9,"method":"ping"}));
+    assert_eq!(r["id"], 9, "{r}");
+}
+
+#[test]
+fn git_tools_never_read_what_a_command_links_into_git() {
+    let l = layout();
+    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
+    git(&l.ws, &["add", "a.txt"]);
+    git(&l.ws, &["commit", "-qm", "one"]);
+    git(&l.ws, &["pack-refs", "--all"]);
+    let secret = l.outside.join("secret.txt");
+    let mut s = StdioServer::start(&l.ws, &[]);
+    // A command may write .git (documented); it plants a link to a file it
+    // cannot read itself, hoping the git tools (not sandboxed) will.
+    std::fs::write(
+        l.ws.join("plant.sh"),
+        format!(
+            "rm -f .git/packed-refs && ln -s {} .git/packed-refs\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let r = exec(&mut s, "sh plant.sh");
+    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+    for (tool, args) in [
+        ("git_status", json!({})),
+        ("git_log", json!({})),
+        ("git_diff", json!({})),
+    ] {
+        let r = s.request(&call(2, tool, args));
+        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
+    }
 }
