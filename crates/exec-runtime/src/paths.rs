@@ -463,7 +463,15 @@ impl Reach<'_> {
 /// the shell finds it (`PATH`, or relative to the working directory).
 pub fn privileged_executable(cmd: &str, path_var: &str, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    for exe in executables(cmd) {
+    // Built into every POSIX shell: run in the shell, never looked up.
+    const BUILTINS: [&str; 16] = [
+        "true", "false", "echo", "printf", "cd", "test", "[", "exit", "export", "set", "unset",
+        "read", "wait", "shift", ":", ".",
+    ];
+    for exe in executables(cmd)
+        .into_iter()
+        .filter(|e| !BUILTINS.contains(&e.as_str()))
+    {
         let candidates: Vec<PathBuf> = if exe.contains('/') {
             vec![cwd.join(&exe)]
         } else {

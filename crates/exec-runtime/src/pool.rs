@@ -379,7 +379,11 @@ impl ExecRuntime {
             if let Ok(d) = &dirs {
                 write.push(d.root().to_path_buf());
             }
-            SandboxRoots::open(&toolchains.read_roots, &write)
+            SandboxRoots::open(
+                &toolchains.read_roots,
+                &write,
+                cfg.gates.network == GateState::Blocked,
+            )
         });
         Self {
             inner: Arc::new(Inner {
@@ -511,11 +515,8 @@ impl ExecRuntime {
             .workspace
             .open_dir_handle(&workdir)
             .map_err(ExecError::Workdir)?;
-        let cwd = self
-            .inner
-            .workspace
-            .open_dir(&workdir)
-            .map_err(ExecError::Workdir)?;
+        // Only for finding a relative executable: the checked path, lexically.
+        let cwd = self.inner.workspace.root().join(workdir.relative());
         let env_pairs: Vec<(&str, &str)> = req
             .env
             .iter()
@@ -568,6 +569,10 @@ impl ExecRuntime {
             return Err(ExecError::LimitReached { active, max });
         }
         let cmd = self.spawn(&req, cwd_handle, &env)?;
+        // The next command's ruleset, built while this one starts.
+        if let Some(r) = &self.inner.roots {
+            r.refill();
+        }
         self.commands().insert(cmd.id.clone(), cmd.clone());
         self.watchdog(&cmd, req.timeout);
         let end = wait_for(&cmd, Instant::now() + wait, None, cancel).await;
@@ -598,12 +603,13 @@ impl ExecRuntime {
         })
     }
 
-    fn sandbox(&self, tty: bool) -> Option<ChildSandbox> {
-        let gates = self.inner.cfg.gates;
+    fn sandbox(&self, tty: bool) -> Result<Option<ChildSandbox>, ExecError> {
         self.inner
             .roots
             .as_ref()
-            .map(|r| r.for_command(gates.network == GateState::Blocked, tty))
+            .map(|r| r.for_command(tty))
+            .transpose()
+            .map_err(|e| ExecError::Spawn(format!("the Landlock ruleset: {e}")))
     }
 
     fn spawn(
@@ -614,10 +620,24 @@ impl ExecRuntime {
     ) -> Result<Arc<Cmd>, ExecError> {
         use std::os::fd::AsRawFd;
         let gates = self.inner.cfg.gates;
-        let filter = match seccomp::program(gates.network == GateState::Blocked) {
-            Ok(p) if gates.landlock && seccomp::available().is_ok() => Some(p),
-            _ => None,
-        };
+        // The seccomp filter comes from the thread that forks (see
+        // `seccomp::on_filtered_thread`): installed once, inherited by all.
+        let filtered = gates.landlock && seccomp::available().is_ok();
+        let deny_tcp = gates.network == GateState::Blocked;
+        let runtime = tokio::runtime::Handle::current();
+        let spawn_on =
+            move |f: Box<dyn FnOnce() -> std::io::Result<tokio::process::Child> + Send>| {
+                if filtered {
+                    let runtime = runtime.clone();
+                    seccomp::on_filtered_thread(deny_tcp, move || {
+                        let _in_runtime = runtime.enter();
+                        f()
+                    })
+                    .unwrap_or_else(|| Err(std::io::Error::other("the spawner thread is gone")))
+                } else {
+                    f()
+                }
+            };
         // The supervisor reports the shell's wait status on this pipe.
         let (status_r, status_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| ExecError::Spawn(e.to_string()))?;
@@ -652,8 +672,8 @@ impl ExecRuntime {
         } else {
             (None, None)
         };
-        let launch = Launch::new(&req.cmd, env, cwd, self.sandbox(tty), filter, !tty)
-            .map_err(ExecError::Spawn)?;
+        let launch =
+            Launch::new(&req.cmd, env, cwd, self.sandbox(tty)?, !tty).map_err(ExecError::Spawn)?;
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.
@@ -664,18 +684,17 @@ impl ExecRuntime {
         };
         if let (Some(pty), Some(pts)) = (pty, pts) {
             let _ = pty.resize(pty_process::Size::new(40, 120));
-            let command = pty_process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(&req.cmd)
-                .env_clear()
-                .envs(env);
+            // The supervisor runs no program: the command process execs
+            // `/bin/sh -c` with the `Launch`'s arguments and environment.
+            let command = pty_process::Command::new("/bin/sh");
             // SAFETY: the closure runs in the child between fork and exec and
             // makes only system calls on values prepared before the fork.
             #[allow(unsafe_code)]
             let command = unsafe { command.pre_exec(child_setup) };
-            let child = command
-                .spawn(pts)
-                .map_err(|e| ExecError::Spawn(e.to_string()))?;
+            let child = spawn_on(Box::new(move || {
+                command.spawn(pts).map_err(std::io::Error::other)
+            }))
+            .map_err(|e| ExecError::Spawn(e.to_string()))?;
             drop(status_w);
             let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             let (reader, writer) = pty.into_split();
@@ -696,10 +715,6 @@ impl ExecRuntime {
         }
         let mut command = tokio::process::Command::new("/bin/sh");
         command
-            .arg("-c")
-            .arg(&req.cmd)
-            .env_clear()
-            .envs(env)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -709,10 +724,8 @@ impl ExecRuntime {
         unsafe {
             command.pre_exec(child_setup);
         }
-        let mut child = command
-            .spawn()
+        let mut child = spawn_on(Box::new(move || command.spawn()))
             .map_err(|e| ExecError::Spawn(e.to_string()))?;
-        drop(command);
         drop(status_w);
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let cmd = new_cmd(pid, false, 2, None);
@@ -929,22 +942,30 @@ fn spawn_reader(cmd: Arc<Cmd>, mut r: impl AsyncRead + Send + Unpin + 'static, s
 fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os::fd::OwnedFd) {
     tokio::spawn(async move {
         use std::os::unix::process::ExitStatusExt;
-        let mut raw = [0u8; 4];
+        // The shell's wait status, and whether nothing else was left running.
+        let mut raw = [0u8; 8];
         let shell = match tokio::net::unix::pipe::Receiver::from_owned_fd(status) {
-            Ok(mut rx) => rx
-                .read_exact(&mut raw)
-                .await
-                .ok()
-                .map(|_| i32::from_ne_bytes(raw)),
+            Ok(mut rx) => rx.read_exact(&mut raw).await.ok().map(|_| {
+                let word =
+                    |i: usize| i32::from_ne_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]);
+                (word(0), word(4) != 0)
+            }),
             Err(_) => None,
         };
-        if let Some(st) = shell {
+        if let Some((st, empty)) = shell {
             let (code, signal) = supervisor::decode(st);
-            cmd.lock().exit = Some(ExitInfo {
-                code,
-                signal,
-                at: Instant::now(),
-            });
+            {
+                let mut s = cmd.lock();
+                s.exit = Some(ExitInfo {
+                    code,
+                    signal,
+                    at: Instant::now(),
+                });
+                if empty {
+                    // The supervisor is exiting with nothing below it.
+                    s.tree_alive = false;
+                }
+            }
             cmd.bump();
         }
         let sup = child.wait().await;

@@ -117,6 +117,8 @@ pub struct SandboxRoots {
     rules: Vec<(OwnedFd, u64)>,
     tty: Option<OwnedFd>,
     abi: ABI,
+    deny_tcp: bool,
+    spare: std::sync::Mutex<Option<OwnedFd>>,
 }
 
 /// `struct landlock_ruleset_attr` (ABI 6 layout; older kernels accept the
@@ -151,8 +153,9 @@ fn open_path(p: &Path) -> Option<(OwnedFd, bool)> {
 impl SandboxRoots {
     /// Opens the roots that exist: read and execute beneath `read_roots`,
     /// everything but device nodes and device ioctls beneath `write_roots`,
-    /// read and write of the standard devices.
-    pub fn open(read_roots: &[PathBuf], write_roots: &[PathBuf]) -> Self {
+    /// read and write of the standard devices; with `deny_tcp`, TCP connect
+    /// and bind refused.
+    pub fn open(read_roots: &[PathBuf], write_roots: &[PathBuf], deny_tcp: bool) -> Self {
         let kernel = support().abi.min(abi_number(TARGET_ABI));
         let abi = ABI::from(kernel as i32);
         let file = AccessFs::from_file(abi).bits();
@@ -162,7 +165,21 @@ impl SandboxRoots {
             .bits();
         let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate).bits();
         let mut rules = Vec::new();
-        let groups: [(&[PathBuf], u64); 2] = [(read_roots, read), (write_roots, write)];
+        // One rule per distinct root: a read root beneath another read root
+        // (a PATH directory in /usr, the second spelling of a symlinked
+        // root) adds nothing, and every rule costs each command a system call.
+        let canonical: Vec<PathBuf> = read_roots
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        let mut reads: Vec<&PathBuf> = Vec::new();
+        for c in &canonical {
+            if !canonical.iter().any(|o| o != c && c.starts_with(o)) && !reads.contains(&c) {
+                reads.push(c);
+            }
+        }
+        let reads: Vec<PathBuf> = reads.into_iter().cloned().collect();
+        let groups: [(&[PathBuf], u64); 2] = [(&reads, read), (write_roots, write)];
         for (paths, access) in groups {
             for p in paths {
                 if let Some((fd, dir)) = open_path(p) {
@@ -176,111 +193,141 @@ impl SandboxRoots {
             }
         }
         let tty = open_path(Path::new("/dev/tty")).map(|(fd, _)| fd);
-        Self { rules, tty, abi }
+        Self {
+            rules,
+            tty,
+            abi,
+            deny_tcp,
+            spare: std::sync::Mutex::new(None),
+        }
     }
 
-    /// The ruleset of one command, to apply in its process.
-    pub fn for_command(&self, deny_tcp: bool, tty: bool) -> ChildSandbox {
-        let abi = self.abi;
-        let fs = AccessFs::from_all(abi).bits();
+    /// The ruleset of one command, to finish and apply in its process: a
+    /// spare built after the previous command (so not on this command's
+    /// path), or one built now.
+    pub fn for_command(&self, tty: bool) -> std::io::Result<ChildSandbox> {
+        let fs = AccessFs::from_all(self.abi).bits();
         let terminal =
             (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev)
                 .bits()
                 & fs;
-        ChildSandbox {
-            fs,
-            net: if deny_tcp {
-                AccessNet::from_all(abi).bits()
-            } else {
-                0
-            },
-            scoped: Scope::from_all(abi).bits(),
-            rules: self
-                .rules
-                .iter()
-                .map(|(fd, a)| (fd.as_raw_fd(), a & fs))
-                .collect(),
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let ruleset = match spare {
+            Some(r) => r,
+            None => self.build()?,
+        };
+        Ok(ChildSandbox {
+            ruleset,
             // A PTY command: its own terminal (stdin) and /dev/tty, with ioctls.
             terminal: if tty {
                 Some((self.tty.as_ref().map_or(-1, AsRawFd::as_raw_fd), terminal))
             } else {
                 None
             },
-            read: AccessFs::from_read(abi).bits() & fs,
+            read: AccessFs::from_read(self.abi).bits() & fs,
+        })
+    }
+
+    /// Builds the spare ruleset for the next command, if there is none.
+    pub fn refill(&self) {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.is_none() {
+            *spare = self.build().ok();
+        }
+    }
+
+    /// A ruleset with every root's rule; the command adds its own.
+    fn build(&self) -> std::io::Result<OwnedFd> {
+        use std::os::fd::FromRawFd;
+        let abi = self.abi;
+        let fs = AccessFs::from_all(abi).bits();
+        let attr = RulesetAttr6 {
+            handled_access_fs: fs,
+            handled_access_net: if self.deny_tcp {
+                AccessNet::from_all(abi).bits()
+            } else {
+                0
+            },
+            scoped: Scope::from_all(abi).bits(),
+        };
+        // SAFETY: landlock system calls with pointers to values on this
+        // stack frame and descriptors `self` owns; the new descriptor is
+        // owned at once.
+        #[allow(unsafe_code)]
+        unsafe {
+            let fd = libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr6,
+                std::mem::size_of::<RulesetAttr6>(),
+                0,
+            );
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let ruleset = OwnedFd::from_raw_fd(fd as RawFd);
+            for (root, access) in &self.rules {
+                add_rule(ruleset.as_raw_fd(), root.as_raw_fd(), access & fs);
+            }
+            Ok(ruleset)
         }
     }
 }
 
-/// One command's ruleset, as plain numbers and borrowed descriptors of its
-/// [`SandboxRoots`] (which outlive the spawn).
-#[derive(Debug, Clone)]
+/// Adds a path-beneath rule; a rule the kernel refuses stays out (never
+/// more access). System call only.
+#[allow(unsafe_code)]
+fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) {
+    if parent < 0 || access == 0 {
+        return;
+    }
+    let rule = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent,
+    };
+    // SAFETY: the attribute lives on this stack frame for the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &rule as *const PathBeneathAttr,
+            0,
+        );
+    }
+}
+
+/// One command's ruleset: the roots' rules, to which its process adds its
+/// own `/proc/self` and (PTY) its terminal before restricting itself.
+#[derive(Debug)]
 pub struct ChildSandbox {
-    fs: u64,
-    net: u64,
-    scoped: u64,
-    rules: Vec<(RawFd, u64)>,
+    ruleset: OwnedFd,
     terminal: Option<(RawFd, u64)>,
     read: u64,
 }
 
 impl ChildSandbox {
-    /// In the command's process, before exec: creates the ruleset, adds the
-    /// roots, its own `/proc/self` and (PTY) its terminal, sets
-    /// `no_new_privs` and restricts itself. System calls only; on failure,
-    /// the errno.
+    /// In the command's process, before exec: adds its own `/proc/self`
+    /// and (PTY) its terminal to the prepared ruleset, sets `no_new_privs`
+    /// and restricts itself. System calls only; on failure, the errno.
     pub fn enforce(&self) -> Result<(), i32> {
-        // SAFETY: system calls with pointers to values on this stack frame
-        // or owned by `self`, and descriptors that stay open during the call.
+        let ruleset = self.ruleset.as_raw_fd();
+        if let Some((tty, access)) = self.terminal {
+            add_rule(ruleset, tty, access);
+            add_rule(ruleset, 0, access);
+        }
+        // SAFETY: system calls on descriptors open for the call and a
+        // NUL-terminated literal.
         #[allow(unsafe_code)]
         unsafe {
-            let attr = RulesetAttr6 {
-                handled_access_fs: self.fs,
-                handled_access_net: self.net,
-                scoped: self.scoped,
-            };
-            let ruleset = libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr6,
-                std::mem::size_of::<RulesetAttr6>(),
-                0,
-            ) as libc::c_int;
-            if ruleset < 0 {
-                return Err(*libc::__errno_location());
-            }
-            let add = |fd: RawFd, access: u64| {
-                if fd >= 0 && access != 0 {
-                    let rule = PathBeneathAttr {
-                        allowed_access: access,
-                        parent_fd: fd,
-                    };
-                    // A root that cannot be added stays closed: never more access.
-                    libc::syscall(
-                        libc::SYS_landlock_add_rule,
-                        ruleset,
-                        LANDLOCK_RULE_PATH_BENEATH,
-                        &rule as *const PathBeneathAttr,
-                        0,
-                    );
-                }
-            };
-            for &(fd, access) in &self.rules {
-                add(fd, access);
-            }
-            if let Some((tty, access)) = self.terminal {
-                add(tty, access);
-                add(0, access);
-            }
             let me = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
             if me >= 0 {
-                add(me, self.read);
+                add_rule(ruleset, me, self.read);
                 libc::close(me);
             }
-            let failed = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0;
-            let errno = *libc::__errno_location();
-            libc::close(ruleset);
-            if failed {
-                return Err(errno);
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0
+            {
+                return Err(*libc::__errno_location());
             }
         }
         Ok(())

@@ -208,3 +208,63 @@ pub fn available() -> &'static Result<(), String> {
 pub fn enforce(prog: &BpfProgram) -> std::io::Result<()> {
     seccompiler::apply_filter(prog).map_err(|e| std::io::Error::other(e.to_string()))
 }
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread that has installed the filter once and spawns commands: a
+/// child inherits the filter of the thread that forks it, so no command
+/// pays for installing it (the kernel prepares a filter's syscall cache when
+/// it is attached: about 0.2 ms for this one).
+struct Spawner {
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
+}
+
+fn spawner(deny_tcp: bool) -> Option<&'static Spawner> {
+    static CLOSED: OnceLock<Option<Spawner>> = OnceLock::new();
+    static OPEN: OnceLock<Option<Spawner>> = OnceLock::new();
+    let cell = if deny_tcp { &CLOSED } else { &OPEN };
+    cell.get_or_init(|| {
+        let prog = program(deny_tcp).as_ref().ok()?.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!(
+                "ctm-spawner-{}",
+                if deny_tcp { "closed" } else { "open" }
+            ))
+            .spawn(move || {
+                let ok = enforce(&prog).is_ok();
+                let _ = ready_tx.send(ok);
+                if ok {
+                    for job in rx {
+                        job();
+                    }
+                }
+            })
+            .ok()?;
+        ready_rx.recv().ok()?.then(|| Spawner {
+            jobs: std::sync::Mutex::new(tx),
+        })
+    })
+    .as_ref()
+}
+
+/// Runs `spawn` on the thread that carries the filter (network closed or
+/// open) and returns its result; `None` when there is no such thread (no
+/// seccomp here), and the caller spawns unfiltered.
+pub fn on_filtered_thread<T: Send + 'static>(
+    deny_tcp: bool,
+    spawn: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let s = spawner(deny_tcp)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let _ = tx.send(spawn());
+    });
+    s.jobs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(job)
+        .ok()?;
+    rx.recv().ok()
+}

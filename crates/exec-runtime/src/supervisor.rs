@@ -6,8 +6,8 @@
 //! descendant the command leaves behind — a double fork, a `setsid`, a
 //! background `&` — is re-parented to that supervisor, never to init, so the
 //! command's processes are exactly the supervisor's subtree. The supervisor
-//! reports the shell's wait status on a pipe, reaps everything else, and
-//! exits only when its subtree is empty; the server ends a command by
+//! reports the shell's wait status on a pipe (with whether anything is left
+//! running), reaps everything else, and exits only when its subtree is empty; the server ends a command by
 //! signalling that subtree (found in `/proc`, each process addressed by a
 //! pidfd so a recycled pid is never hit).
 //!
@@ -19,8 +19,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-
-use seccompiler::BpfProgram;
 
 use crate::sandbox::ChildSandbox;
 
@@ -47,7 +45,6 @@ pub struct Launch {
     envp: Vec<*const libc::c_char>,
     cwd: OwnedFd,
     sandbox: Option<ChildSandbox>,
-    filter: Option<&'static BpfProgram>,
     new_session: bool,
 }
 
@@ -60,14 +57,14 @@ unsafe impl Sync for Launch {}
 
 impl Launch {
     /// `/bin/sh -c cmd` with exactly `env`, entering `cwd`, confined by
-    /// `sandbox` and `filter`; `new_session` for pipe commands (a PTY
-    /// command's session was made with its terminal).
+    /// `sandbox` (the seccomp filter is inherited from the thread that
+    /// forks); `new_session` for pipe commands (a PTY command's session was
+    /// made with its terminal).
     pub fn new(
         cmd: &str,
         env: &BTreeMap<String, String>,
         cwd: OwnedFd,
         sandbox: Option<ChildSandbox>,
-        filter: Option<&'static BpfProgram>,
         new_session: bool,
     ) -> Result<Self, String> {
         let nul = |what: &str| format!("the {what} contains a NUL byte");
@@ -92,7 +89,6 @@ impl Launch {
             envp,
             cwd,
             sandbox,
-            filter,
             new_session,
         })
     }
@@ -134,11 +130,6 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             && let Err(e) = sb.enforce()
         {
             fail(e);
-        }
-        if let Some(f) = l.filter
-            && crate::seccomp::enforce(f).is_err()
-        {
-            fail(*libc::__errno_location());
         }
         libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());
         fail(*libc::__errno_location())
@@ -286,9 +277,22 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd) -> ! {
                 break;
             }
             if pid == shell && !reported {
-                let bytes = status.to_ne_bytes();
-                libc::write(status_fd, bytes.as_ptr().cast(), bytes.len());
+                // Reap what has already ended; then either nothing is left
+                // (say so, and go) or background processes run on.
+                let mut other: libc::c_int = 0;
+                let mut left = libc::waitpid(-1, &mut other, libc::WNOHANG);
+                while left > 0 {
+                    left = libc::waitpid(-1, &mut other, libc::WNOHANG);
+                }
+                let empty = left < 0;
+                let mut msg = [0u8; 8];
+                msg[..4].copy_from_slice(&status.to_ne_bytes());
+                msg[4..].copy_from_slice(&i32::from(empty).to_ne_bytes());
+                libc::write(status_fd, msg.as_ptr().cast(), msg.len());
                 reported = true;
+                if empty {
+                    libc::_exit(0);
+                }
             }
         }
         libc::_exit(0)
