@@ -71,6 +71,9 @@ pub const SYSTEM_READ_ROOTS: &[&str] = &[
 struct Manager {
     var: &'static str,
     default: &'static str,
+    /// Only these parts of the home are readable (all of it when empty):
+    /// `~/.cargo/credentials.toml` holds registry tokens.
+    parts: &'static [&'static str],
     /// Also read (and passed with its real location), if present.
     companions: &'static [(&'static str, &'static str)],
 }
@@ -79,35 +82,43 @@ const MANAGERS: &[Manager] = &[
     Manager {
         var: "CARGO_HOME",
         default: ".cargo",
+        parts: &["bin", "registry", "git"],
         companions: &[("RUSTUP_HOME", ".rustup")],
     },
     Manager {
         var: "PYENV_ROOT",
+        parts: &[],
         default: ".pyenv",
         companions: &[],
     },
     Manager {
         var: "NVM_DIR",
+        parts: &[],
         default: ".nvm",
         companions: &[],
     },
     Manager {
         var: "SDKMAN_DIR",
+        parts: &[],
         default: ".sdkman",
         companions: &[],
     },
     Manager {
         var: "ASDF_DATA_DIR",
+        parts: &[],
         default: ".asdf",
         companions: &[],
     },
+    // mise's configuration (which may set secret variables) stays closed.
     Manager {
         var: "MISE_DATA_DIR",
         default: ".local/share/mise",
-        companions: &[("MISE_CONFIG_DIR", ".config/mise")],
+        parts: &[],
+        companions: &[],
     },
     Manager {
         var: "UV_PYTHON_INSTALL_DIR",
+        parts: &[],
         default: ".local/share/uv/python",
         companions: &[("UV_TOOL_DIR", ".local/share/uv/tools")],
     },
@@ -194,7 +205,15 @@ pub fn discover(env: &[(String, String)], extra: &[PathBuf]) -> Toolchains {
         if too_wide(&root) || !path_dirs.iter().any(|d| d.starts_with(&root)) {
             continue;
         }
-        add(&mut t, root.clone());
+        if m.parts.is_empty() {
+            add(&mut t, root.clone());
+        } else {
+            for part in m.parts {
+                if let Some(p) = canonical(&root.join(part)) {
+                    add(&mut t, p);
+                }
+            }
+        }
         t.env.push((m.var.to_owned(), root.display().to_string()));
         for (var, default) in m.companions {
             let c = get(env, var)
@@ -252,7 +271,14 @@ mod tests {
         .collect();
         let t = discover(&env, &[]);
         assert!(t.read_roots.contains(&h.join(".cargo/bin")));
-        assert!(t.read_roots.contains(&h.join(".cargo")));
+        assert!(
+            !t.read_roots.contains(&h.join(".cargo")),
+            "credentials.toml lives there"
+        );
+        assert!(
+            t.env
+                .contains(&("CARGO_HOME".into(), h.join(".cargo").display().to_string()))
+        );
         assert!(t.read_roots.contains(&h.join(".rustup")));
         assert!(
             !t.read_roots.contains(&h.join(".pyenv")),

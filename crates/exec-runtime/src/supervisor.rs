@@ -411,11 +411,24 @@ fn signal_below(root: i32, sig: Signal) -> usize {
     let own = pgid_of(root);
     let mut tree: HashSet<i32> = below.iter().copied().collect();
     tree.insert(root);
-    let mut groups = HashSet::new();
+    // The command's own process first: a shell that sees its child die
+    // first would exit normally (128+N) instead of by the signal.
+    let mut groups: Vec<i32> = Vec::new();
     for &p in &below {
         match pgid_of(p) {
             Some(g) if Some(g) != own => {
-                groups.insert(g);
+                if !groups.contains(&g) {
+                    if parent_of(p) == Some(root) {
+                        groups.insert(0, g);
+                    } else {
+                        groups.push(g);
+                    }
+                } else if parent_of(p) == Some(root)
+                    && let Some(i) = groups.iter().position(|x| *x == g)
+                {
+                    groups.remove(i);
+                    groups.insert(0, g);
+                }
             }
             _ => {
                 signal_checked(p, sig, &tree);

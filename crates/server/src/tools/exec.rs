@@ -497,6 +497,7 @@ pub fn sandbox_report(server: &Server) -> Value {
             "signal_scope": kernel(g.landlock, ll.scopes()),
             "abstract_unix_socket_scope": kernel(g.landlock, ll.scopes()),
             "seccomp_filter": kernel(g.landlock, seccomp_ok),
+            "other_processes_untouchable": kernel(g.landlock, seccomp_ok && ll.scopes()),
             "new_session": "enforced",
             "descendants_tracked": "enforced",
             "no_new_privs": kernel(g.landlock, ll.filesystem() || seccomp_ok),
@@ -505,7 +506,7 @@ pub fn sandbox_report(server: &Server) -> Value {
         },
         "seccomp_refuses": if g.landlock && seccomp_ok { json!(SECCOMP_REFUSED) } else { json!([]) },
         "not_confined": [
-            "UDP and other non-TCP sockets",
+            "UDP and ICMP datagram sockets",
             "pathname UNIX sockets (e.g. another program's control socket)",
             "metadata writes outside the write roots: chmod, chown, utimes, xattrs",
             "reading /proc of the command's own child processes",

@@ -162,6 +162,43 @@ fn reads_outside_the_workspace_are_refused_or_denied() {
     let r = exec(&mut s, "python3 rd.py");
     let out = sc(&r)["stdout"].as_str().unwrap();
     assert!(out.starts_with("denied"), "{r}");
+    // A toolchain home on PATH is readable, its registry credentials are not.
+    let fake = l.outside.join("home");
+    std::fs::create_dir_all(fake.join(".cargo/bin")).unwrap();
+    std::fs::write(fake.join(".cargo/bin/tool"), "#!/bin/sh\necho tool ran\n").unwrap();
+    std::fs::set_permissions(
+        fake.join(".cargo/bin/tool"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(
+        fake.join(".cargo/credentials.toml"),
+        format!("[registry]\ntoken = \"{SECRET}\"\n"),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", fake.join(".cargo/bin").display());
+    let mut s = StdioServer::start_with(
+        command(&l.ws, &["--stdio"])
+            .env("HOME", &fake)
+            .env("PATH", &path)
+            // cargo exports its own to the tests it runs.
+            .env_remove("CARGO_HOME")
+            .env_remove("RUSTUP_HOME"),
+    );
+    std::fs::write(
+        l.ws.join("cred.sh"),
+        "tool; cat \"$CARGO_HOME/credentials.toml\"\n",
+    )
+    .unwrap();
+    let r = exec(&mut s, "sh cred.sh");
+    assert_eq!(sc(&r)["stdout"], "tool ran\n", "{r}");
+    assert!(
+        sc(&r)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{r}"
+    );
 }
 
 /// Opens a pseudo-terminal: (master, slave path).
