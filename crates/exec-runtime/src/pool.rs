@@ -353,12 +353,21 @@ fn signal_name(sig: i32) -> &'static str {
         1 => "SIGHUP",
         2 => "SIGINT",
         3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
         6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
         9 => "SIGKILL",
+        10 => "SIGUSR1",
         11 => "SIGSEGV",
+        12 => "SIGUSR2",
         13 => "SIGPIPE",
         14 => "SIGALRM",
         15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
         _ => "SIGNAL",
     }
 }
@@ -672,8 +681,8 @@ impl ExecRuntime {
         } else {
             (None, None)
         };
-        let launch =
-            Launch::new(&req.cmd, env, cwd, self.sandbox(tty)?, !tty).map_err(ExecError::Spawn)?;
+        let launch = Launch::new(&req.cmd, env, cwd, self.sandbox(tty)?, !tty, gates.landlock)
+            .map_err(ExecError::Spawn)?;
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.

@@ -76,7 +76,7 @@ fn always_refused() -> Vec<i64> {
 pub const REFUSED: &[&str] = &[
     "ioctl TIOCSTI/TIOCLINUX/TIOCCONS/TIOCSETD, file attribute flags (chattr)",
     "limits, priorities, scheduling and memory placement of other processes",
-    "raw and packet sockets; with the network closed, TCP/MPTCP/SCTP stream sockets",
+    "raw and packet sockets; with the network closed, TCP/MPTCP/SCTP stream sockets and every family but UNIX, IP datagrams and netlink",
     "io_uring",
     "mknod of character and block devices",
     "ptrace and process_vm_readv/writev, pidfd_getfd",
@@ -132,8 +132,11 @@ fn build(deny_tcp: bool) -> Result<BpfProgram, String> {
         vec![cond(0, SeccompCmpOp::Ne, 1)?, not_self(1)?],
     );
     let kind = |t: u64| (1, SeccompCmpOp::MaskedEq(0xf), t);
+    /// `SOCK_PACKET`: an `AF_INET` socket of this type is a packet socket.
+    const SOCK_PACKET: u64 = 10;
     let mut sockets = vec![
         all(&[(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)])?,
+        all(&[kind(SOCK_PACKET)])?,
         all(&[
             (0, SeccompCmpOp::Eq, libc::AF_INET as u64),
             kind(libc::SOCK_RAW as u64),
@@ -155,6 +158,14 @@ fn build(deny_tcp: bool) -> Result<BpfProgram, String> {
             }
         }
         sockets.push(all(&[(2, SeccompCmpOp::Eq, IPPROTO_MPTCP)])?);
+        // Only local, IP datagram and netlink (interface lookups) families:
+        // vsock, Bluetooth, CAN, RDS, TIPC and the rest reach other hosts.
+        sockets.push(all(&[
+            (0, SeccompCmpOp::Ne, libc::AF_UNIX as u64),
+            (0, SeccompCmpOp::Ne, libc::AF_INET as u64),
+            (0, SeccompCmpOp::Ne, libc::AF_INET6 as u64),
+            (0, SeccompCmpOp::Ne, libc::AF_NETLINK as u64),
+        ])?);
     }
     rules.insert(libc::SYS_socket, sockets);
     let device_modes = |arg: u8| -> Result<Vec<SeccompRule>, String> {

@@ -46,6 +46,7 @@ pub struct Launch {
     cwd: OwnedFd,
     sandbox: Option<ChildSandbox>,
     new_session: bool,
+    drop_capabilities: bool,
 }
 
 // SAFETY: the pointers point into `_strings`, owned by the same value and
@@ -66,6 +67,7 @@ impl Launch {
         cwd: OwnedFd,
         sandbox: Option<ChildSandbox>,
         new_session: bool,
+        drop_capabilities: bool,
     ) -> Result<Self, String> {
         let nul = |what: &str| format!("the {what} contains a NUL byte");
         let mut strings = vec![
@@ -90,7 +92,53 @@ impl Launch {
             cwd,
             sandbox,
             new_session,
+            drop_capabilities,
         })
+    }
+}
+
+/// Empties the bounding, ambient, effective, permitted and inheritable
+/// capability sets: a command of a server run as root keeps uid 0 (files
+/// stay its own) but loses every capability (raw sockets, mknod, network
+/// and host configuration, the kernel log, immutable flags, ...), and no
+/// exec gives one back. System calls only.
+#[allow(unsafe_code)]
+fn drop_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: prctl and capset with structs on this stack frame.
+    unsafe {
+        for cap in 0..64 {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
     }
 }
 
@@ -131,6 +179,9 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         {
             fail(e);
         }
+        if l.drop_capabilities {
+            drop_capabilities();
+        }
         libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());
         fail(*libc::__errno_location())
     }
@@ -160,6 +211,17 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
         for sig in IGNORED {
             libc::signal(sig, libc::SIG_IGN);
         }
+        // When the server dies — even by SIGKILL — or asks, this process
+        // ends everything below it. (A thread of the server that ends is no
+        // death: the parent process is still the same.) Installed before the
+        // command exists, so no request can arrive unhandled.
+        let server = libc::getppid();
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_kill_all as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
+        libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0);
         let stack = libc::mmap(
             std::ptr::null_mut(),
             STACK,
@@ -189,15 +251,16 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             libc::waitpid(shell, &mut status, 0);
             return Err(std::io::Error::from_raw_os_error(errno));
         }
-        supervise(shell, status_fd)
+        supervise(shell, status_fd, server)
     }
 }
 
-/// Set when the server is gone: the supervisor then ends its subtree.
-static SERVER_GONE: AtomicBool = AtomicBool::new(false);
+/// Set when the supervisor must end its subtree: the server died, or the
+/// server asked (SIGUSR2, which the command cannot send it).
+static KILL_ALL: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_parent_death(_: libc::c_int) {
-    SERVER_GONE.store(true, Ordering::SeqCst);
+extern "C" fn on_kill_all(_: libc::c_int) {
+    KILL_ALL.store(true, Ordering::SeqCst);
 }
 
 /// SIGKILLs every direct child (orphans of the subtree are re-parented
@@ -244,7 +307,7 @@ unsafe fn kill_children() {
 /// The supervisor's whole life: hold no descriptor but the status pipe,
 /// report the shell's status, reap until nothing is left, exit.
 #[allow(unsafe_code)]
-unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd) -> ! {
+unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -> ! {
     // SAFETY: system calls only; `_exit` never returns.
     unsafe {
         // Keep no copy of the command's pipes, the server's sockets, or
@@ -253,19 +316,9 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd) -> ! {
             close_range(0, status_fd as u32 - 1);
         }
         close_range(status_fd as u32 + 1, u32::MAX);
-        // When the server dies — even by SIGKILL — this process hears of it
-        // and ends everything below it. (A thread of the server that ends is
-        // no death: the parent process is still the same.)
-        let server = libc::getppid();
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_parent_death as *const () as libc::sighandler_t;
-        libc::sigemptyset(&mut action.sa_mask);
-        action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
-        libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0);
         let mut reported = false;
         loop {
-            if SERVER_GONE.load(Ordering::SeqCst) || libc::getppid() != server {
+            if KILL_ALL.load(Ordering::SeqCst) || libc::getppid() != server {
                 kill_children();
             }
             let mut status: libc::c_int = 0;
@@ -448,11 +501,19 @@ pub fn signal_tree(root: i32, sig: Signal) -> usize {
     signal_below(root, sig)
 }
 
-/// Kills everything below `root`, in rounds until nothing is left (orphans
-/// of each round come back to the supervisor as its children) or 200
-/// rounds. Returns how many processes the first round found.
+/// Kills everything below the supervisor `root`: asks it to (SIGUSR2: it
+/// then SIGKILLs its children in rounds, and every orphan of the command
+/// comes back to it as a child, so even a fork-and-exit loop ends), and
+/// kills the command's process groups from here too, in rounds until three
+/// scans in a row find nothing or 200 rounds. Returns how many processes
+/// the first round found.
 pub fn kill_tree(root: i32) -> usize {
+    // `root` is our child, not yet reaped: its pid cannot have been reused.
+    if let Some(p) = Pid::from_raw(root) {
+        let _ = rustix::process::kill_process(p, Signal::USR2);
+    }
     let first = signal_below(root, Signal::KILL);
+    let mut quiet = 0;
     for _ in 0..200 {
         std::thread::sleep(std::time::Duration::from_millis(1));
         let left: Vec<i32> = descendants(root)
@@ -460,8 +521,13 @@ pub fn kill_tree(root: i32) -> usize {
             .filter(|&p| !is_zombie(p))
             .collect();
         if left.is_empty() {
-            break;
+            quiet += 1;
+            if quiet == 3 {
+                break;
+            }
+            continue;
         }
+        quiet = 0;
         signal_below(root, Signal::KILL);
     }
     first

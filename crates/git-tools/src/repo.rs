@@ -35,6 +35,9 @@ impl GitRepo {
                 if escapes(&dot_git) {
                     return Err(GitError::LinkOutside(".git is a symlink".into()));
                 }
+            } else if !meta.is_file() && !meta.is_dir() {
+                // A FIFO or a device at .git: never opened.
+                return Err(GitError::NotARepository);
             } else if meta.is_file() {
                 match ctm_workspace_fs::gitdir_link(&dot_git) {
                     Some(target) if !escapes(&target) => {}

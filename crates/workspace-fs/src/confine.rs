@@ -105,8 +105,34 @@ fn ignore_files_above(root: &Path) -> Vec<PathBuf> {
             out.push(common.join("info/exclude"));
         }
     }
-    out.retain(|p| p.is_file());
-    out
+    // Only files outside the root, reached without any symlink: a path
+    // inside the root is readable anyway, and one that a link (planted by a
+    // command) turns into an outside file must not become readable.
+    let lexical = |p: &Path| {
+        let mut n = PathBuf::new();
+        for c in p.components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    n.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => n.push(other),
+            }
+        }
+        n
+    };
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for p in out {
+        let n = lexical(&p);
+        if !n.starts_with(root)
+            && n.canonicalize().is_ok_and(|c| c == n)
+            && std::fs::symlink_metadata(&n).is_ok_and(|m| m.file_type().is_file())
+            && !kept.contains(&n)
+        {
+            kept.push(n);
+        }
+    }
+    kept
 }
 
 /// Where a `.git` *file* points (its `gitdir:` line, relative to the file's
@@ -118,12 +144,31 @@ pub fn gitdir_link(dot_git: &Path) -> Option<PathBuf> {
     Some(dot_git.parent()?.join(target))
 }
 
+/// Reads a small regular file (a `.git` pointer, `commondir`): never a
+/// symlink, FIFO or device, never more than 64 KiB, never blocking. A
+/// command can put anything at `.git`.
 fn read_small(path: &Path) -> Option<String> {
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "reads git's own pointer files above the root, to allow exactly those"
-    )]
-    std::fs::read_to_string(path).ok()
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 64 * 1024;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() || meta.len() > MAX {
+        return None;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_free_flags())
+        .open(path)
+        .ok()?;
+    let mut text = String::new();
+    file.take(MAX).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`.
+fn libc_free_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY)
+        .bits() as i32
 }
 
 #[cfg(test)]

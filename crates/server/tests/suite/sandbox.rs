@@ -475,6 +475,35 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
     let after = size();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(size(), after, "the fork loop survived kill_command");
+    // The same loop with a new session at every step, ended by its timeout.
+    std::fs::write(
+        l.ws.join("rabbit2.py"),
+        "import os, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n    open('hb2', 'a').write('x')\n    time.sleep(0.001)\n",
+    )
+    .unwrap();
+    let hb2 = l.ws.join("hb2");
+    let size2 = || std::fs::metadata(&hb2).map(|m| m.len()).unwrap_or(0);
+    let r = s.request(&call(
+        4,
+        "exec_command",
+        json!({"cmd": "python3 rabbit2.py >/dev/null 2>&1 &", "timeout_ms": 1000}),
+    ));
+    assert_eq!(sc(&r)["status"], "exited", "{r}");
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    loop {
+        let r = s.request(&call(5, "check_exec_environment", json!({})));
+        if sc(&r)["active_commands"] == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the setsid fork loop outlived its timeout"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = size2();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size2(), after, "the setsid fork loop survived its timeout");
     drop(s);
     // So does a SIGKILL of the server.
     let marks = leave_background(&l.ws, &tag(3));
@@ -761,6 +790,8 @@ attempt("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).
 attempt("fastopen", lambda: socket.socket().sendto(b"x", 0x20000000, ("127.0.0.1", {port})))
 attempt("listen", lambda: socket.socket().listen())
 attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 6))
+attempt("packet", lambda: socket.socket(socket.AF_INET, 10, 0x0300))
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))
 "#
         ),
     )
@@ -771,16 +802,16 @@ attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 6))
     }
     let r = exec(&mut s, "python3 net.py");
     let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
-    assert_eq!(out.lines().count(), 5, "{r}");
+    assert_eq!(out.lines().count(), 7, "{r}");
     assert!(!out.contains("OPEN"), "{out}");
     let mut s = StdioServer::start(&l.ws, &["--allow-network"]);
     let r = exec(&mut s, "python3 net.py");
+    let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
+    assert!(out.starts_with("connect OPEN"), "{r}");
+    // Raw and packet sockets stay closed with the network open.
     assert!(
-        sc(&r)["stdout"]
-            .as_str()
-            .unwrap()
-            .starts_with("connect OPEN"),
-        "{r}"
+        out.contains("raw refused") && out.contains("packet refused"),
+        "{out}"
     );
 }
 
@@ -848,4 +879,67 @@ fn git_tools_never_read_what_a_command_links_into_git() {
         let r = s.request(&call(2, tool, args));
         assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
     }
+    // A `.git` file whose git directory's excludes link outside: the files
+    // the confinement lets git and the walkers read must not include it.
+    std::fs::write(
+        l.ws.join("plant2.sh"),
+        format!(
+            "mv .git realgit && echo 'gitdir: realgit' > .git && mkdir -p realgit/info && ln -sf {0} realgit/info/exclude && rm -f realgit/packed-refs && ln -s {0} realgit/packed-refs\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let r = exec(&mut s, "sh plant2.sh");
+    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+    for (tool, args) in [
+        ("git_status", json!({})),
+        ("git_log", json!({})),
+        ("list_files", json!({})),
+        ("search_text", json!({"query": "SANDBOX"})),
+    ] {
+        let r = s.request(&call(3, tool, args));
+        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
+    }
+}
+
+#[test]
+fn a_git_file_fifo_or_device_never_hangs_or_floods_the_server() {
+    let l = layout();
+    std::fs::remove_dir_all(l.ws.join(".git")).unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    for plant in ["mkfifo .git", "rm -f .git && ln -s /dev/zero .git"] {
+        let r = exec(&mut s, plant);
+        assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+        for (tool, args) in [
+            ("list_dir", json!({"path": "."})),
+            ("list_files", json!({})),
+            ("search_text", json!({"query": "x"})),
+            ("git_status", json!({})),
+        ] {
+            // An answer at all (the harness fails on a hang).
+            let r = s.request(&call(2, tool, args));
+            assert!(r.get("result").is_some() || r.get("error").is_some(), "{r}");
+        }
+    }
+    s.close_stdin();
+    s.wait();
+}
+
+#[test]
+fn commands_of_a_root_server_have_no_capabilities() {
+    if !is_root() {
+        eprintln!("NOTE: not root: commands have no capabilities to drop here");
+        return;
+    }
+    let l = layout();
+    std::fs::write(
+        l.ws.join("caps.py"),
+        "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].strip())\n",
+    )
+    .unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let r = exec(&mut s, "exec python3 caps.py");
+    assert_eq!(sc(&r)["stdout"], "CapEff:\t0000000000000000\n", "{r}");
+    let r = exec(&mut s, "hostname ctm-sandbox-test");
+    assert_ne!(sc(&r)["exit_code"], 0, "{r}");
 }
