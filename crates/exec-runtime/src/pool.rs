@@ -61,6 +61,10 @@ pub enum ExecError {
     /// An `output_ref` that names no stream of a command.
     #[error("invalid output_ref {0:?}: expected command:<id>:stdout or command:<id>:stderr")]
     InvalidRef(String),
+    /// The command or an environment variable cannot be passed to a
+    /// process (a NUL byte, a name with `=`).
+    #[error("{0}")]
+    Unrepresentable(String),
 }
 
 /// How a command ended (or not yet).
@@ -504,6 +508,21 @@ impl ExecRuntime {
         cancel: impl Future<Output = ()>,
         max_output_bytes: usize,
     ) -> Result<Snapshot, ExecError> {
+        if req.cmd.contains('\0') {
+            return Err(ExecError::Unrepresentable(
+                "the command contains a NUL byte, which no process argument can hold".into(),
+            ));
+        }
+        if let Some(k) = req
+            .env
+            .iter()
+            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+            .map(|(k, _)| k)
+        {
+            return Err(ExecError::Unrepresentable(format!(
+                "env {k:?}: a name must be non-empty without '=' or NUL, a value without NUL"
+            )));
+        }
         self.prune();
         let dirs = self
             .inner

@@ -488,6 +488,14 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             json!({"error": why}),
             "The server could not create its private runtime directory (TMPDIR); the operator must fix it.",
         ),
+        ExecError::Unrepresentable(why) => err(
+            "INVALID_ARGUMENT",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "unrepresentable", "detail": why}),
+            "Remove the NUL byte (or the '=' in the variable name) and call again.",
+        ),
         ExecError::InvalidRef(r) => err(
             "INVALID_ARGUMENT",
             Validation,

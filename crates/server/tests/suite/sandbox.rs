@@ -943,3 +943,19 @@ fn commands_of_a_root_server_have_no_capabilities() {
     let r = exec(&mut s, "hostname ctm-sandbox-test");
     assert_ne!(sc(&r)["exit_code"], 0, "{r}");
 }
+
+#[test]
+fn a_nul_byte_in_a_command_or_variable_is_an_invalid_argument() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    for args in [
+        json!({"cmd": "echo a\u{0}b"}),
+        json!({"cmd": "true", "env": {"A=B": "x"}}),
+        json!({"cmd": "true", "env": {"A": "x\u{0}y"}}),
+    ] {
+        let r = s.request(&call(1, "exec_command", args));
+        let e = &sc(&r)["error"];
+        assert_eq!(e["code"], "INVALID_ARGUMENT", "{r}");
+        assert_eq!(e["details"]["reason"], "unrepresentable", "{r}");
+    }
+}
