@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 /// The newest ABI this build asks for.
@@ -152,7 +152,8 @@ fn open_path(p: &Path) -> Option<(OwnedFd, bool)> {
 
 impl SandboxRoots {
     /// Opens the roots that exist: read and execute beneath `read_roots`,
-    /// everything but device nodes and device ioctls beneath `write_roots`,
+    /// everything but device nodes and device ioctls beneath `write_roots`
+    /// (the first, the workspace, without FIFOs either),
     /// read and write of the standard devices; with `deny_tcp`, TCP connect
     /// and bind refused.
     pub fn open(read_roots: &[PathBuf], write_roots: &[PathBuf], deny_tcp: bool) -> Self {
@@ -160,9 +161,14 @@ impl SandboxRoots {
         let abi = ABI::from(kernel as i32);
         let file = AccessFs::from_file(abi).bits();
         let read = AccessFs::from_read(abi).bits();
+        // Everything but device nodes and device ioctls; and no FIFOs in
+        // the workspace (the server's walkers and git would block opening
+        // one planted as `.gitignore` or `.git/HEAD`), only in the runtime
+        // directory.
         let write = (AccessFs::from_all(abi)
             & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev))
             .bits();
+        let no_fifo = write & !BitFlags::from(AccessFs::MakeFifo).bits();
         let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate).bits();
         let mut rules = Vec::new();
         // One rule per distinct root: a read root beneath another read root
@@ -179,7 +185,9 @@ impl SandboxRoots {
             }
         }
         let reads: Vec<PathBuf> = reads.into_iter().cloned().collect();
-        let groups: [(&[PathBuf], u64); 2] = [(&reads, read), (write_roots, write)];
+        let (workspace, runtime) = write_roots.split_at(write_roots.len().min(1));
+        let groups: [(&[PathBuf], u64); 3] =
+            [(&reads, read), (workspace, no_fifo), (runtime, write)];
         for (paths, access) in groups {
             for p in paths {
                 if let Some((fd, dir)) = open_path(p) {

@@ -110,7 +110,33 @@ pub struct Listing {
     pub warnings: Vec<String>,
 }
 
-fn walker(root: &Path, include_hidden: bool, include_ignored: bool) -> WalkBuilder {
+/// Whether `dir` holds an ignore file a walk must not read: a `.git` that
+/// is a file over 64 KiB (a worktree pointer is one line; the walker reads
+/// its first line, however long) or neither a file, directory nor symlink;
+/// a `.gitignore` or `.ignore` whose target is not a regular file (a FIFO
+/// blocks its reader) or is over 4 MiB. A command can make any of these.
+pub(crate) fn unreadable_ignore_files(dir: &Path) -> bool {
+    let git_bad = std::fs::symlink_metadata(dir.join(".git")).is_ok_and(|m| {
+        let t = m.file_type();
+        (t.is_file() && m.len() > 64 * 1024) || !(t.is_file() || t.is_dir() || t.is_symlink())
+    });
+    git_bad
+        || [".gitignore", ".ignore"].iter().any(|name| {
+            let p = dir.join(name);
+            std::fs::symlink_metadata(&p).is_ok()
+                && !std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() <= 4 << 20)
+        })
+}
+
+/// Whether the walk of `dir` (inside the workspace `root`) would read an
+/// unreadable ignore file in `dir` or in one of its ancestors up to `root`.
+pub(crate) fn ancestors_unreadable(root: &Path, dir: &Path) -> bool {
+    dir.ancestors()
+        .take_while(|a| a.starts_with(root))
+        .any(unreadable_ignore_files)
+}
+
+fn walker(ws_root: &Path, root: &Path, include_hidden: bool, include_ignored: bool) -> WalkBuilder {
     let mut b = WalkBuilder::new(root);
     b.hidden(!include_hidden)
         .ignore(!include_ignored)
@@ -121,8 +147,26 @@ fn walker(root: &Path, include_hidden: bool, include_ignored: bool) -> WalkBuild
         .require_git(false)
         .follow_links(false)
         // `.git` is never listed, even with include_hidden.
-        .filter_entry(|e| e.file_name() != ".git");
+        .filter_entry(|e| {
+            e.file_name() != ".git"
+                && !(e.depth() > 0
+                    && e.file_type().is_some_and(|t| t.is_dir())
+                    && unreadable_ignore_files(e.path()))
+        });
+    guard_ignore_files(&mut b, ws_root, root);
     b
+}
+
+/// Turns off ignore files for a walk whose start would read an unreadable
+/// one (see [`unreadable_ignore_files`]); deeper directories holding one are
+/// not entered (the walks' `filter_entry`).
+pub(crate) fn guard_ignore_files(b: &mut WalkBuilder, ws_root: &Path, dir: &Path) {
+    if ancestors_unreadable(ws_root, dir) {
+        b.ignore(false)
+            .git_ignore(false)
+            .git_exclude(false)
+            .parents(false);
+    }
 }
 
 /// Size and modification time of listed entries, read through a handle on
@@ -196,7 +240,7 @@ fn list_dir_walk(
     } else {
         1
     };
-    let mut b = walker(&root, req.include_hidden, req.include_ignored);
+    let mut b = walker(ws.root(), &root, req.include_hidden, req.include_ignored);
     b.max_depth(Some(depth))
         .sort_by_file_name(std::cmp::Ord::cmp);
     let cap = if req.sort == SortKey::Name {
@@ -260,7 +304,7 @@ fn sort_entries(entries: &mut [Entry], key: SortKey) {
 
 /// Marks the entries a listing that honours ignore files would have left out.
 fn mark_ignored(ws: &Workspace, root: &Path, depth: usize, hidden: bool, entries: &mut [Entry]) {
-    let mut b = walker(root, hidden, false);
+    let mut b = walker(ws.root(), root, hidden, false);
     b.max_depth(Some(depth));
     let kept: std::collections::HashSet<String> = b
         .build()
@@ -382,16 +426,17 @@ fn list_files_walk(
     let want_meta = req.sort == SortKey::Modified;
     let found: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
     let warnings: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut b = walker(&root, req.include_hidden, req.include_ignored);
+    let mut b = walker(ws.root(), &root, req.include_hidden, req.include_ignored);
     let globs = req.globs.clone();
     let root_for_filter = root.clone();
     b.filter_entry(move |e| {
+        let dir = e.depth() > 0 && e.file_type().is_some_and(|t| t.is_dir());
         e.file_name() != ".git"
-            && !(e.depth() > 0
-                && e.file_type().is_some_and(|t| t.is_dir())
-                && e.path()
-                    .strip_prefix(&root_for_filter)
-                    .is_ok_and(|r| globs.excluded(r)))
+            && !(dir
+                && (unreadable_ignore_files(e.path())
+                    || e.path()
+                        .strip_prefix(&root_for_filter)
+                        .is_ok_and(|r| globs.excluded(r))))
     });
     b.build_parallel().run(|| {
         let mut batch = Batch {

@@ -203,13 +203,15 @@ fn candidate_files(
         .require_git(false)
         .follow_links(false)
         .filter_entry(move |e| {
+            let dir = e.depth() > 0 && e.file_type().is_some_and(|t| t.is_dir());
             e.file_name() != ".git"
-                && !(e.depth() > 0
-                    && e.file_type().is_some_and(|t| t.is_dir())
-                    && e.path()
-                        .strip_prefix(&root_for_filter)
-                        .is_ok_and(|r| globs.excluded(r)))
+                && !(dir
+                    && (crate::list::unreadable_ignore_files(e.path())
+                        || e.path()
+                            .strip_prefix(&root_for_filter)
+                            .is_ok_and(|r| globs.excluded(r))))
         });
+    crate::list::guard_ignore_files(&mut b, ws.root(), &root);
     let found: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
     b.build_parallel().run(|| {
         let mut batch = crate::list::Batch::new(&found);

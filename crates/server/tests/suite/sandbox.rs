@@ -342,9 +342,15 @@ fn device_nodes_cannot_be_made() {
         );
         assert!(!l.ws.join(name).exists(), "{name} was made");
     }
-    // A FIFO is no device: still allowed.
-    let r = exec(&mut s, "mkfifo pipe && echo made");
+    // FIFOs: in $TMPDIR, not in the workspace (where the server's walkers
+    // and git would block opening one planted as .gitignore or .git/HEAD).
+    let r = exec(&mut s, "mkfifo \"$TMPDIR/pipe\" && echo made");
     assert_eq!(sc(&r)["stdout"], "made\n", "{r}");
+    if enforced(&mut s, "write_confinement") {
+        let r = exec(&mut s, "mkfifo pipe");
+        assert_ne!(sc(&r)["exit_code"], 0, "{r}");
+        assert!(!l.ws.join("pipe").exists());
+    }
 }
 
 /// Processes of ours whose command line is exactly `words`.
@@ -907,9 +913,19 @@ fn a_git_file_fifo_or_device_never_hangs_or_floods_the_server() {
     let l = layout();
     std::fs::remove_dir_all(l.ws.join(".git")).unwrap();
     let mut s = StdioServer::start(&l.ws, &[]);
-    for plant in ["mkfifo .git", "rm -f .git && ln -s /dev/zero .git"] {
-        let r = exec(&mut s, plant);
-        assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+    // Commands cannot make a FIFO in the workspace (tested above); one made
+    // by someone else, and a link a command can make.
+    for plant in ["", "rm -f .git && ln -s /dev/zero .git"] {
+        if plant.is_empty() {
+            let ok = Command::new("mkfifo")
+                .arg(l.ws.join(".git"))
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        } else {
+            let r = exec(&mut s, plant);
+            assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+        }
         for (tool, args) in [
             ("list_dir", json!({"path": "."})),
             ("list_files", json!({})),
@@ -923,6 +939,45 @@ fn a_git_file_fifo_or_device_never_hangs_or_floods_the_server() {
     }
     s.close_stdin();
     s.wait();
+    // Ignore files no project has, however they got there: a FIFO
+    // .gitignore, a 2 GiB .git file, a 2 GiB .gitignore, a .ignore that is
+    // /dev/zero. Walks answer, and the server reads none of them.
+    let l = layout();
+    for d in ["fifo", "big", "bigignore", "zero"] {
+        std::fs::create_dir(l.ws.join(d)).unwrap();
+        std::fs::write(l.ws.join(d).join("x.txt"), "x\n").unwrap();
+    }
+    let ok = Command::new("mkfifo")
+        .arg(l.ws.join("fifo/.gitignore"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::fs::File::create(l.ws.join("big/.git"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    std::fs::File::create(l.ws.join("bigignore/.gitignore"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    symlink("/dev/zero", l.ws.join("zero/.ignore")).unwrap();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    for (tool, args) in [
+        ("list_files", json!({})),
+        ("list_dir", json!({"path": ".", "recursive": true})),
+        ("search_text", json!({"query": "x"})),
+    ] {
+        let r = s.request(&call(2, tool, args));
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(peak_kib < 256 * 1024, "the server grew to {peak_kib} KiB");
 }
 
 #[test]
