@@ -30,6 +30,65 @@ pub struct RuntimeDirs {
     root: PathBuf,
     /// Set when the per-user base had to be replaced.
     warning: Option<String>,
+    /// The root, held open with an exclusive `flock` for the life of the
+    /// process: a later server knows a directory nobody locks is left over.
+    _lock: Option<std::os::fd::OwnedFd>,
+}
+
+/// Directories younger than this are never swept: a server locks its own
+/// right after making it.
+const SWEEP_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Locks `dir` (exclusive, non-blocking); the descriptor holds the lock.
+fn lock_dir(dir: &Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(fd)
+}
+
+/// Removes, in the background, the directories in `base` of servers that
+/// are gone (killed, so their drop never ran): `<pid>-<hex>` entries older
+/// than a minute that nobody holds locked. Works across PID namespaces
+/// sharing one `/tmp`, where a pid says nothing.
+fn sweep_leftovers(base: &Path, own: &Path) {
+    let base = base.to_path_buf();
+    let own = own.to_path_buf();
+    let _ = std::thread::Builder::new()
+        .name("ctm-runtime-sweep".into())
+        .spawn(move || {
+            let Ok(entries) = std::fs::read_dir(&base) else {
+                return;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                let name = e.file_name();
+                let ours = name.to_str().is_some_and(|n| {
+                    n.split_once('-').is_some_and(|(pid, hex)| {
+                        pid.parse::<u32>().is_ok()
+                            && hex.len() == 24
+                            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                    })
+                });
+                let old = e
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= SWEEP_MIN_AGE);
+                if !ours || !old || path == own || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                if let Some(_held) = lock_dir(&path) {
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+            }
+        });
 }
 
 fn random_hex() -> String {
@@ -183,9 +242,11 @@ impl RuntimeDirs {
                 Err(e) => return Err(err(e)),
             }
         };
+        let lock = lock_dir(&root);
         let dirs = Self {
             root,
             warning: None,
+            _lock: lock,
         };
         check_private(&dirs.root, false).map_err(err)?;
         for sub in ["home", "tmp", "cache"] {
@@ -196,6 +257,7 @@ impl RuntimeDirs {
                 .and_then(|()| check_private(&p, false))
                 .map_err(err)?;
         }
+        sweep_leftovers(base, &dirs.root);
         Ok(dirs)
     }
 
@@ -281,5 +343,42 @@ mod tests {
         drop(a);
         assert!(!root.exists());
         assert!(b.root().exists());
+    }
+
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "ages test directories outside any workspace"
+    )]
+    fn leftovers_of_dead_servers_are_swept_live_ones_kept() {
+        let base = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let dead = base.path().join("4242-0123456789abcdef01234567");
+        std::fs::create_dir_all(dead.join("home")).unwrap();
+        std::fs::File::open(&dead)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let alive = RuntimeDirs::create_in(base.path()).unwrap();
+        std::fs::File::open(alive.root())
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let young = base.path().join("4243-0123456789abcdef01234567");
+        std::fs::create_dir(&young).unwrap();
+        let unrelated = base.path().join("notes");
+        std::fs::create_dir(&unrelated).unwrap();
+        std::fs::File::open(&unrelated)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let _next = RuntimeDirs::create_in(base.path()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while dead.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!dead.exists(), "a left-over directory was not swept");
+        assert!(alive.root().exists(), "a live server's directory was swept");
+        assert!(young.exists() && unrelated.exists());
     }
 }
