@@ -1092,8 +1092,16 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
     } else {
         let half = max / 2;
         let head = buf.read(from, half).bytes;
+        // The last bytes that run contiguously up to the end: across the
+        // head when nothing was evicted (all output may still sit in the
+        // head), from the tail's start at most when something was.
         let tail_from = end - (max - half) as u64;
-        let tail = buf.read(tail_from.max(buf.tail_start()), max - half).bytes;
+        let tail_from = if buf.evicted_gap() > 0 {
+            tail_from.max(buf.tail_start())
+        } else {
+            tail_from
+        };
+        let tail = buf.read(tail_from, max - half).bytes;
         let head_s = utf8_prefix(&head);
         let tail_s = utf8_suffix(&tail);
         let gap_start = from + head_s.len() as u64;

@@ -302,3 +302,38 @@ fn policy_refusals_are_failed_launches() {
         (json!("allowed"), json!("blocked"))
     );
 }
+
+/// A cut result shows both ends of the new output, and its gap line's
+/// read_output call returns exactly the middle.
+#[test]
+fn cut_output_shows_head_and_tail_and_the_exact_middle() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let full: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "seq 1 3000", "max_output_bytes": 1000}),
+    )));
+    let text = v["stdout"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("1\n2\n3\n"), "{text}");
+    assert!(text.ends_with("2999\n3000\n"), "{text}");
+    let gap = &v["stdout_info"]["elided"];
+    let (offset, bytes) = (
+        gap["offset"].as_u64().unwrap(),
+        gap["bytes"].as_u64().unwrap(),
+    );
+    assert!(text.contains(&format!("offset {offset}")), "{text}");
+    let page = sc(&s.request(&call(
+        2,
+        "read_output",
+        json!({"output_ref": v["output_refs"]["stdout"], "offset": offset, "limit": bytes}),
+    )));
+    let middle = page["content"].as_str().unwrap();
+    assert_eq!(middle.len() as u64, bytes);
+    let head_len = offset as usize;
+    let tail_len = full.len() - head_len - middle.len();
+    assert_eq!(&full[..head_len], &text[..head_len]);
+    assert_eq!(&full[head_len..head_len + middle.len()], middle);
+    assert!(text.ends_with(&full[full.len() - tail_len..]));
+}
