@@ -26,6 +26,9 @@ use crate::{sandbox, seccomp, supervisor};
 const EXIT_DRAIN: Duration = Duration::from_millis(50);
 /// Quiet period that ends a wait after input was written.
 const QUIET_AFTER_INPUT: Duration = Duration::from_millis(150);
+/// A PTY command's start returns once it has printed something and then
+/// been quiet this long (a prompt is waiting for input).
+pub const TTY_SETTLE: Duration = Duration::from_millis(50);
 /// Grace between TERM and KILL when a timeout fires.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
@@ -38,6 +41,14 @@ pub enum ExecError {
     /// stdin of a pipe-mode command is closed after its `stdin` text.
     #[error("command {0} has no open stdin (pipe mode closes stdin after the initial text)")]
     Closed(String),
+    /// The command has ended: nothing can be written to it.
+    #[error("command {id} has ended ({how}); nothing can be written to it")]
+    Ended {
+        /// The command.
+        id: String,
+        /// How it ended: `exited with code 0`, `timed out (SIGTERM)`, ...
+        how: String,
+    },
     /// Too many commands running.
     #[error("{active} commands are running; the limit is {max}")]
     LimitReached {
@@ -127,6 +138,10 @@ pub struct Delta {
     pub omitted_bytes: u64,
     /// The middle left out of `text`: (offset, length), pageable with read_output.
     pub elided: Option<(u64, u64)>,
+    /// Bytes of `text` before the gap (all of it when nothing was left out).
+    pub head_bytes: u64,
+    /// Bytes of `text` after the gap.
+    pub tail_bytes: u64,
 }
 
 impl Delta {
@@ -603,7 +618,8 @@ impl ExecRuntime {
         }
         self.commands().insert(cmd.id.clone(), cmd.clone());
         self.watchdog(&cmd, req.timeout);
-        let end = wait_for(&cmd, Instant::now() + wait, None, cancel).await;
+        let settle = req.tty.then_some(TTY_SETTLE);
+        let end = wait_for(&cmd, Instant::now() + wait, settle, cancel).await;
         Ok(snapshot(&cmd, end, max_output_bytes))
     }
 
@@ -822,7 +838,11 @@ impl ExecRuntime {
         let mut quiet = None;
         if !chars.is_empty() {
             if cmd.exited() {
-                return Err(ExecError::Closed(id.to_owned()));
+                let s = snapshot_peek(&cmd);
+                return Err(ExecError::Ended {
+                    id: id.to_owned(),
+                    how: s,
+                });
             }
             let mut guard = cmd.stdin.lock().await;
             let Some(w) = guard.as_mut() else {
@@ -1077,7 +1097,7 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         from = buf.tail_start();
     }
     let available = end - from;
-    let (text, elided) = if available as usize <= max {
+    let (text, elided, head_bytes, tail_bytes) = if available as usize <= max {
         let s = buf.read(from, available as usize);
         let mut bytes = s.bytes;
         // A head/tail boundary inside the range: read the tail part too.
@@ -1088,7 +1108,8 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
             omitted += n - (from + bytes.len() as u64);
             bytes.extend(more.bytes);
         }
-        (String::from_utf8_lossy(&bytes).into_owned(), None)
+        let n = bytes.len() as u64;
+        (String::from_utf8_lossy(&bytes).into_owned(), None, n, 0)
     } else {
         let half = max / 2;
         let head = buf.read(from, half).bytes;
@@ -1109,7 +1130,12 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         let text = format!(
             "{head_s}\n[... {gap_len} bytes left out here; read them with read_output at offset {gap_start} ...]\n{tail_s}"
         );
-        (text, Some((gap_start, gap_len)))
+        (
+            text,
+            Some((gap_start, gap_len)),
+            head_s.len() as u64,
+            tail_s.len() as u64,
+        )
     };
     *cursor = end;
     Delta {
@@ -1119,6 +1145,8 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         new_bytes: end - start,
         omitted_bytes: omitted,
         elided,
+        head_bytes,
+        tail_bytes,
     }
 }
 
@@ -1138,6 +1166,24 @@ fn utf8_suffix(b: &[u8]) -> String {
         start += 1;
     }
     String::from_utf8_lossy(&b[start..]).into_owned()
+}
+
+/// How a command ended, in words (without consuming its output).
+fn snapshot_peek(cmd: &Cmd) -> String {
+    let s = cmd.lock();
+    match s.exit {
+        None => "running".into(),
+        Some(e) => {
+            let by = e.signal.map(signal_name);
+            match (s.timed_out, e.code, by) {
+                (true, _, Some(sig)) => format!("timed out, ended by {sig}"),
+                (true, code, None) => format!("timed out, exit code {}", code.unwrap_or(-1)),
+                (false, _, Some(sig)) => format!("killed by {sig}"),
+                (false, Some(code), None) => format!("exited with code {code}"),
+                (false, None, None) => "ended".into(),
+            }
+        }
+    }
 }
 
 fn snapshot(cmd: &Cmd, wait_end: WaitEnd, max_output_bytes: usize) -> Snapshot {

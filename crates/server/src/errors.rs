@@ -407,9 +407,17 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             "COMMAND_NOT_FOUND",
             NotFound,
             false,
-            msg,
+            "Command not found; stdin access denied.".into(),
             json!({"command_id": id}),
             "This command_id has expired or never existed; start the command again with exec_command.",
+        ),
+        ExecError::Ended { id, how } => err(
+            "COMMAND_CLOSED",
+            Validation,
+            false,
+            msg,
+            json!({"command_id": id, "reason": "ended", "ended": how}),
+            "The command has ended; read what it printed with read_output, or start it again with exec_command.",
         ),
         ExecError::Closed(id) => err(
             "COMMAND_CLOSED",

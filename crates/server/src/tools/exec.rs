@@ -22,8 +22,11 @@ struct Wait {
     cut_by_budget: bool,
 }
 
+/// `yield_time_ms` when none is given.
+const DEFAULT_YIELD_MS: u64 = 10_000;
+
 fn wait_of(args: &Args, ctx: &RequestContext) -> Wait {
-    let requested_ms = args.u64("yield_time_ms").unwrap_or(10_000);
+    let requested_ms = args.u64("yield_time_ms").unwrap_or(DEFAULT_YIELD_MS);
     let budget_ms = ctx.wait_budget.effective_secs.saturating_mul(1000);
     Wait {
         requested_ms,
@@ -44,7 +47,25 @@ fn delta_json(d: &Delta) -> Value {
         "truncated": d.truncated(),
         "omitted_bytes": d.omitted_bytes,
         "elided": d.elided.map(|(o, n)| json!({"offset": o, "bytes": n})),
+        "head_bytes": d.head_bytes,
+        "tail_bytes": d.tail_bytes,
     })
+}
+
+/// The inline text of a stream: all of its new output, or its head and
+/// tail around one gap line that states the exact call for the middle.
+fn shown(d: &Delta, oref: &str) -> String {
+    match d.elided {
+        None => d.text.clone(),
+        Some((offset, len)) => {
+            let head = &d.text[..(d.head_bytes as usize).min(d.text.len())];
+            let tail_at = d.text.len().saturating_sub(d.tail_bytes as usize);
+            let tail = &d.text[tail_at..];
+            format!(
+                "{head}\n[... {len} bytes left out here: read_output(output_ref=\"{oref}\", offset={offset}, limit={len}) ...]\n{tail}"
+            )
+        }
+    }
 }
 
 fn status_line(s: &Snapshot) -> String {
@@ -117,16 +138,18 @@ fn render(
             st.insert("preview".into(), json!(preview));
         }
         _ => {
-            if !s.stdout.text.is_empty() {
+            let out = shown(&s.stdout, &output_ref(id, Stream::Stdout));
+            let err = shown(&s.stderr, &output_ref(id, Stream::Stderr));
+            if !out.is_empty() {
                 text.push('\n');
-                text.push_str(&s.stdout.text);
+                text.push_str(&out);
             }
-            if !s.stderr.text.is_empty() {
+            if !err.is_empty() {
                 text.push_str("\nstderr:\n");
-                text.push_str(&s.stderr.text);
+                text.push_str(&err);
             }
-            st.insert("stdout".into(), json!(s.stdout.text));
-            st.insert("stderr".into(), json!(s.stderr.text));
+            st.insert("stdout".into(), json!(out));
+            st.insert("stderr".into(), json!(err));
         }
     }
     st.insert("stdout_info".into(), delta_json(&s.stdout));
@@ -135,6 +158,17 @@ fn render(
     st.insert("stderr_truncated".into(), json!(s.stderr.truncated()));
     st.insert("stdout_omitted_bytes".into(), json!(s.stdout.omitted_bytes));
     st.insert("stderr_omitted_bytes".into(), json!(s.stderr.omitted_bytes));
+    // The reference's names: what cut the inline text, and how much it shows.
+    for (name, d) in [("stdout", &s.stdout), ("stderr", &s.stderr)] {
+        st.insert(
+            format!("{name}_truncated_by"),
+            json!(d.elided.map(|_| "bytes")),
+        );
+        st.insert(
+            format!("{name}_output_bytes"),
+            json!(d.head_bytes + d.tail_bytes),
+        );
+    }
     let truncated = s.stdout.truncated()
         || s.stderr.truncated()
         || (verbosity != "full" && (s.stdout.new_bytes > 0 || s.stderr.new_bytes > 0));
@@ -153,12 +187,16 @@ fn render(
             None
         };
         if let Some(offset) = from {
-            next_actions.push(json!({"tool": "read_output", "arguments": {"output_ref": output_ref(id, stream), "offset": offset, "limit": 65536}}));
-            text.push_str(&format!(
-                "\n[{} output left out: read_output(output_ref=\"{}\", offset={offset})]",
-                stream.as_str(),
-                output_ref(id, stream)
-            ));
+            let limit = d.elided.map_or(65536, |(_, n)| n.clamp(1, 1 << 20));
+            next_actions.push(json!({"tool": "read_output", "arguments": {"output_ref": output_ref(id, stream), "offset": offset, "limit": limit}}));
+            // In full verbosity the gap line in the output states the call.
+            if verbosity != "full" {
+                text.push_str(&format!(
+                    "\n[{} output left out: read_output(output_ref=\"{}\", offset={offset})]",
+                    stream.as_str(),
+                    output_ref(id, stream)
+                ));
+            }
         }
     }
     st.insert("background_running".into(), json!(s.background_running));
@@ -168,9 +206,14 @@ fn render(
         ));
     }
     if s.status == Status::Running {
-        let y = wait.map_or(10_000, |w| w.requested_ms);
+        // Suggest the default wait, not a short first yield again: one poll
+        // then usually sees the end (capped by the request's wait budget).
+        let y = DEFAULT_YIELD_MS.min(ctx.wait_budget.effective_secs.saturating_mul(1000));
         let next = json!({"tool": "write_stdin", "arguments": {"command_id": id, "chars": "", "yield_time_ms": y}});
-        text.push_str(&format!("\nStill running: poll with write_stdin(command_id=\"{id}\", chars=\"\", yield_time_ms={y}); stop it with kill_command(command_id=\"{id}\")."));
+        // The id is on the status line: stated once.
+        text.push_str(&format!(
+            "\nStill running: poll with write_stdin(chars=\"\", yield_time_ms={y}); stop it with kill_command."
+        ));
         st.insert("next_action".into(), next);
     } else if let Some(first) = next_actions.first() {
         st.insert("next_action".into(), first.clone());
@@ -331,14 +374,14 @@ pub async fn kill_command(
     let mut r = render(&outcome.snapshot, args, None, ctx, extra);
     let head = match outcome.status {
         KillStatus::Terminating => format!(
-            "Kill: terminating — still alive after {} | the command is kept; retry kill_command",
+            "Kill: command {id} terminating — still alive after {} | the command is kept; retry kill_command",
             outcome.signals_sent.join(", then ")
         ),
         KillStatus::Exited if outcome.signals_sent.is_empty() => {
-            "Kill: exited — it had already finished; nothing was sent".to_owned()
+            format!("Kill: command {id} exited — it had already finished; nothing was sent")
         }
         s => format!(
-            "Kill: {} | sent {}",
+            "Kill: command {id} {} | sent {}",
             s.as_str(),
             outcome.signals_sent.join(", then ")
         ),
@@ -347,8 +390,8 @@ pub async fn kill_command(
     if outcome.status != KillStatus::Terminating {
         r.structured.remove("next_action");
         r.text = r.text.replace(
-            &format!("\nStill running: poll with write_stdin(command_id=\"{id}\""),
-            "\n[was running: write_stdin(command_id=\"",
+            "\nStill running: poll with write_stdin(",
+            "\n[was running: write_stdin(",
         );
     }
     Ok(r)

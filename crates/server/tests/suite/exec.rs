@@ -45,7 +45,7 @@ fn exec_poll_and_exit() {
     let id = v["command_id"].as_str().unwrap().to_owned();
     assert_eq!(
         v["next_action"],
-        json!({"tool": "write_stdin", "arguments": {"command_id": id, "chars": "", "yield_time_ms": 100}})
+        json!({"tool": "write_stdin", "arguments": {"command_id": id, "chars": "", "yield_time_ms": 10000}})
     );
     let mut out = v["stdout"].as_str().unwrap().to_owned();
     loop {
@@ -317,13 +317,34 @@ fn cut_output_shows_head_and_tail_and_the_exact_middle() {
     )));
     let text = v["stdout"].as_str().unwrap().to_owned();
     assert!(text.starts_with("1\n2\n3\n"), "{text}");
+    assert_eq!(
+        v["next_actions"][0]["arguments"]["limit"],
+        v["stdout_info"]["elided"]["bytes"]
+    );
     assert!(text.ends_with("2999\n3000\n"), "{text}");
-    let gap = &v["stdout_info"]["elided"];
+    assert_eq!(v["stdout_truncated_by"], "bytes", "{v}");
+    let info = &v["stdout_info"];
+    let gap = &info["elided"];
+    assert_eq!(
+        info["head_bytes"].as_u64().unwrap()
+            + gap["bytes"].as_u64().unwrap()
+            + info["tail_bytes"].as_u64().unwrap(),
+        full.len() as u64,
+        "{v}"
+    );
+    assert_eq!(
+        v["stdout_output_bytes"].as_u64().unwrap(),
+        info["head_bytes"].as_u64().unwrap() + info["tail_bytes"].as_u64().unwrap()
+    );
     let (offset, bytes) = (
         gap["offset"].as_u64().unwrap(),
         gap["bytes"].as_u64().unwrap(),
     );
-    assert!(text.contains(&format!("offset {offset}")), "{text}");
+    let call_text = format!(
+        "read_output(output_ref=\"{}\", offset={offset}, limit={bytes})",
+        v["output_refs"]["stdout"].as_str().unwrap()
+    );
+    assert_eq!(text.matches(&call_text).count(), 1, "{text}");
     let page = sc(&s.request(&call(
         2,
         "read_output",
@@ -336,4 +357,103 @@ fn cut_output_shows_head_and_tail_and_the_exact_middle() {
     assert_eq!(&full[..head_len], &text[..head_len]);
     assert_eq!(&full[head_len..head_len + middle.len()], middle);
     assert!(text.ends_with(&full[full.len() - tail_len..]));
+}
+
+/// A PTY command returns once it has printed and gone quiet, so the next
+/// write_stdin talks to the live program.
+#[test]
+fn an_interactive_start_returns_at_its_prompt() {
+    let ws = workspace();
+    std::fs::write(
+        ws.path().join("repl.py"),
+        "print('ready', flush=True)\nwhile True:\n    line = input()\n    if line == 'quit':\n        print('bye')\n        break\n    print('echo:' + line, flush=True)\n",
+    )
+    .unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "python3 repl.py", "tty": true, "timeout_ms": 20000}),
+    )));
+    assert_eq!(v["status"], "running", "{v}");
+    assert_eq!(v["wait"]["ended_by"], "output_quiet", "{v}");
+    assert!(v["stdout"].as_str().unwrap().contains("ready"), "{v}");
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    let v = sc(&s.request(&call(
+        2,
+        "write_stdin",
+        json!({"command_id": id, "chars": "hello\n"}),
+    )));
+    assert!(v["stdout"].as_str().unwrap().contains("echo:hello"), "{v}");
+    let v = sc(&s.request(&call(
+        3,
+        "write_stdin",
+        json!({"command_id": id, "chars": "quit\n"}),
+    )));
+    assert!(v["stdout"].as_str().unwrap().contains("bye"), "{v}");
+}
+
+/// The suggested poll waits the default yield, so a 2-second command takes
+/// two calls; writing to an ended command says how it ended.
+#[test]
+fn one_poll_suffices_and_an_ended_command_says_how_it_ended() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "sleep 2; echo done", "yield_time_ms": 300}),
+    )));
+    assert_eq!(v["status"], "running", "{v}");
+    let next = v["next_action"].clone();
+    assert_eq!(next["arguments"]["yield_time_ms"], 10000, "{v}");
+    let running = s.request(&call(
+        9,
+        "exec_command",
+        json!({"cmd": "sleep 5", "yield_time_ms": 100}),
+    ));
+    let text = running["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = sc(&running)["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        text.matches(&other).count(),
+        1,
+        "the id is stated once: {text}"
+    );
+    let killed = s.request(&call(10, "kill_command", json!({"command_id": other})));
+    let text = killed["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("Kill: command {other} ")), "{text}");
+    let gone = s.request(&call(
+        11,
+        "write_stdin",
+        json!({"command_id": "0000000000000000", "chars": ""}),
+    ));
+    let text = gone["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("COMMAND_NOT_FOUND: Command not found; stdin access denied.\n"),
+        "{text}"
+    );
+    let v = sc(&s.request(&call(2, "write_stdin", next["arguments"].clone())));
+    assert_eq!(
+        (v["status"].clone(), v["stdout"].clone()),
+        (json!("exited"), json!("done\n"))
+    );
+    let id = v["command_id"].clone();
+    let r = s.request(&call(
+        3,
+        "write_stdin",
+        json!({"command_id": id, "chars": "x\n"}),
+    ));
+    let e = &sc(&r)["error"];
+    assert_eq!(e["code"], "COMMAND_CLOSED", "{r}");
+    assert_eq!(e["details"]["ended"], "exited with code 0", "{r}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code 0"),
+        "{r}"
+    );
 }
