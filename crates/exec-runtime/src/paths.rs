@@ -165,10 +165,7 @@ pub fn path_arguments(cmd: &str) -> Vec<PathArg> {
         let Some((exe, args)) = executable(&plain) else {
             continue;
         };
-        let invoked = plain
-            .iter()
-            .find(|w| !is_assignment(w) && w.rsplit('/').next() == Some(exe.as_str()));
-        if let Some(path) = invoked.filter(|w| w.contains('/')) {
+        if let Some(path) = invoked(&plain, &exe).filter(|w| w.contains('/')) {
             add(path, PathAccess::Read);
         }
         command_operands(&exe, args, &mut add);
@@ -358,16 +355,20 @@ fn command_operands(exe: &str, args: &[String], add: &mut impl FnMut(&str, PathA
     }
 }
 
+/// The word of `words` that runs `exe` (`/usr/bin/curl` for `curl`).
+fn invoked<'w>(words: &'w [String], exe: &str) -> Option<&'w String> {
+    words
+        .iter()
+        .find(|w| !is_assignment(w) && w.rsplit('/').next() == Some(exe))
+}
+
 /// The executables `cmd` runs (as written).
 pub fn executables(cmd: &str) -> Vec<String> {
     simple_commands(&strip_heredocs(cmd))
         .iter()
         .filter_map(|words| {
             let (exe, _) = executable(words)?;
-            words
-                .iter()
-                .find(|w| !is_assignment(w) && w.rsplit('/').next() == Some(exe.as_str()))
-                .cloned()
+            invoked(words, &exe).cloned()
         })
         .collect()
 }

@@ -403,10 +403,7 @@ impl ExecRuntime {
         let inherited_env: Vec<(String, String)> = std::env::vars().collect();
         let toolchains = discover(&inherited_env, &cfg.allow_roots);
         let roots = (cfg.gates.landlock && sandbox::support().available).then(|| {
-            let mut write = vec![workspace.root().to_path_buf()];
-            if let Ok(d) = &dirs {
-                write.push(d.root().to_path_buf());
-            }
+            let write = write_roots_of(&workspace, &dirs);
             SandboxRoots::open(
                 &toolchains.read_roots,
                 &write,
@@ -454,11 +451,7 @@ impl ExecRuntime {
 
     /// Where commands may write (workspace and runtime directory).
     pub fn write_roots(&self) -> Vec<PathBuf> {
-        let mut v = vec![self.inner.workspace.root().to_path_buf()];
-        if let Ok(d) = &self.inner.dirs {
-            v.push(d.root().to_path_buf());
-        }
-        v
+        write_roots_of(&self.inner.workspace, &self.inner.dirs)
     }
 
     fn new_id(&self) -> String {
@@ -954,6 +947,15 @@ impl ExecRuntime {
             .collect();
         alive.iter().map(|c| supervisor::kill_tree(c.pid)).sum()
     }
+}
+
+/// The workspace first, then the runtime directory (if there is one).
+fn write_roots_of(ws: &Workspace, dirs: &Result<Arc<RuntimeDirs>, String>) -> Vec<PathBuf> {
+    let mut v = vec![ws.root().to_path_buf()];
+    if let Ok(d) = dirs {
+        v.push(d.root().to_path_buf());
+    }
+    v
 }
 
 /// [`supervisor::kill_tree`] off the async workers (it sleeps between rounds).

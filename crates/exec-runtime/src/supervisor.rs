@@ -379,8 +379,8 @@ pub fn decode(status: i32) -> (Option<i32>, Option<i32>) {
     }
 }
 
-/// pid -> parent pid of every process visible in `/proc`.
-fn parents() -> HashMap<i32, i32> {
+/// pid -> (parent pid, zombie) of every process visible in `/proc`.
+fn process_table() -> HashMap<i32, (i32, bool)> {
     let mut map = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return map;
@@ -393,30 +393,35 @@ fn parents() -> HashMap<i32, i32> {
         else {
             continue;
         };
-        if let Some(ppid) = parent_of(pid) {
-            map.insert(pid, ppid);
+        if let Some(row) = stat_of(pid) {
+            map.insert(pid, row);
         }
     }
     map
 }
 
-/// The parent pid from `/proc/<pid>/stat` (the name may hold spaces and
-/// parentheses: the fields start after the last `)`).
+/// (parent pid, zombie) from `/proc/<pid>/stat` (the name may hold spaces
+/// and parentheses: the fields start after the last `)`).
 #[allow(
     clippy::disallowed_methods,
     reason = "procfs, not workspace content: the process table is outside any workspace"
 )]
-fn parent_of(pid: i32) -> Option<i32> {
+fn stat_of(pid: i32) -> Option<(i32, bool)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let zombie = fields.next()? == "Z";
+    Some((fields.next()?.parse().ok()?, zombie))
 }
 
-/// Every descendant of `root` (not `root` itself).
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_of(pid).map(|(ppid, _)| ppid)
+}
+
+/// Every live (not zombie) descendant of `root`, `root` excluded.
 pub fn descendants(root: i32) -> Vec<i32> {
-    let map = parents();
+    let table = process_table();
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    for (&pid, &ppid) in &map {
+    for (&pid, &(ppid, _)) in &table {
         children.entry(ppid).or_default().push(pid);
     }
     let mut out = Vec::new();
@@ -425,7 +430,9 @@ pub fn descendants(root: i32) -> Vec<i32> {
     while let Some(p) = stack.pop() {
         for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
             if seen.insert(c) {
-                out.push(c);
+                if !table.get(&c).is_some_and(|&(_, z)| z) {
+                    out.push(c);
+                }
                 stack.push(c);
             }
         }
@@ -459,7 +466,7 @@ fn pgid_of(pid: i32) -> Option<i32> {
 /// whole (a group signal races no `fork`: the kernel delivers it to children
 /// forked meanwhile), and one by one any process that shares the
 /// supervisor's own group. Returns how many processes were below `root`.
-fn signal_below(root: i32, sig: Signal) -> usize {
+pub fn signal_tree(root: i32, sig: Signal) -> usize {
     let below = descendants(root);
     let own = pgid_of(root);
     let mut tree: HashSet<i32> = below.iter().copied().collect();
@@ -496,11 +503,6 @@ fn signal_below(root: i32, sig: Signal) -> usize {
     below.len()
 }
 
-/// Sends `sig` once to every process below `root`; how many there were.
-pub fn signal_tree(root: i32, sig: Signal) -> usize {
-    signal_below(root, sig)
-}
-
 /// Kills everything below the supervisor `root`: asks it to (SIGUSR2: it
 /// then SIGKILLs its children in rounds, and every orphan of the command
 /// comes back to it as a child, so even a fork-and-exit loop ends), and
@@ -512,15 +514,11 @@ pub fn kill_tree(root: i32) -> usize {
     if let Some(p) = Pid::from_raw(root) {
         let _ = rustix::process::kill_process(p, Signal::USR2);
     }
-    let first = signal_below(root, Signal::KILL);
+    let first = signal_tree(root, Signal::KILL);
     let mut quiet = 0;
     for _ in 0..200 {
         std::thread::sleep(std::time::Duration::from_millis(1));
-        let left: Vec<i32> = descendants(root)
-            .into_iter()
-            .filter(|&p| !is_zombie(p))
-            .collect();
-        if left.is_empty() {
+        if descendants(root).is_empty() {
             quiet += 1;
             if quiet == 3 {
                 break;
@@ -528,18 +526,7 @@ pub fn kill_tree(root: i32) -> usize {
             continue;
         }
         quiet = 0;
-        signal_below(root, Signal::KILL);
+        signal_tree(root, Signal::KILL);
     }
     first
-}
-
-#[allow(
-    clippy::disallowed_methods,
-    reason = "procfs, not workspace content: the process table is outside any workspace"
-)]
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-        st.rfind(')')
-            .is_some_and(|i| st[i + 1..].trim_start().starts_with('Z'))
-    })
 }

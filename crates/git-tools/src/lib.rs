@@ -16,6 +16,7 @@
 //! ```
 
 mod blame;
+mod confine;
 mod diff;
 mod error;
 mod log;
@@ -23,6 +24,7 @@ mod repo;
 mod status;
 
 pub use blame::{BlameLine, BlameOutcome};
+pub use confine::confined;
 pub use diff::{DiffOptions, DiffOutcome, FileDiff};
 pub use error::GitError;
 pub use log::{CommitInfo, LogOutcome};

@@ -16,13 +16,9 @@ async fn with_repo<T: Send + 'static>(
 ) -> Result<T, ToolError> {
     let cached = server.git.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let ws = server.workspace.clone();
-    // The repository is the workspace's, and commands can write it: a
-    // symlink planted in .git (packed-refs -> /etc/shadow) or an alternates
-    // file must not make this process read outside it. Opening and every
-    // operation run where only the workspace and the git configuration
-    // files can be read.
+    // Opening and every operation run confined (commands can write .git).
     let (result, opened) = tokio::task::spawn_blocking(move || {
-        ctm_workspace_fs::confined_with(&ws, &user_git_files(), || {
+        ctm_git_tools::confined(&ws, || {
             let repo = match cached {
                 Some(r) => r,
                 None => match GitRepo::open(&ws) {
@@ -39,29 +35,6 @@ async fn with_repo<T: Send + 'static>(
         *server.git.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
     }
     result.map_err(git_error)
-}
-
-/// The user's and the system's git configuration, ignore and attributes
-/// files, which git operations may read besides the repository.
-fn user_git_files() -> Vec<std::path::PathBuf> {
-    use std::path::PathBuf;
-    let mut v: Vec<PathBuf> = ["/etc/gitconfig", "/etc/gitattributes"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    if let Some(h) = &home {
-        v.push(h.join(".gitconfig"));
-    }
-    if let Some(x) = xdg {
-        for f in ["config", "ignore", "attributes"] {
-            v.push(x.join("git").join(f));
-        }
-    }
-    v
 }
 
 fn obj(v: Value) -> Map<String, Value> {

@@ -56,6 +56,22 @@ fn exec(s: &mut StdioServer, cmd: &str) -> Value {
     r
 }
 
+/// Writes `body` as a workspace script and runs it (what a command may
+/// do); it must succeed.
+fn plant(s: &mut StdioServer, ws: &Path, name: &str, body: &str) {
+    std::fs::write(ws.join(name), body).unwrap();
+    let r = exec(s, &format!("sh {name}"));
+    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
+}
+
+/// Calls each tool and checks that no secret byte comes back.
+fn no_secret_from(s: &mut StdioServer, calls: &[(&str, Value)]) {
+    for (tool, args) in calls {
+        let r = s.request(&call(2, tool, args.clone()));
+        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
+    }
+}
+
 fn refused(r: &Value, permission: &str) -> Value {
     assert_eq!(r["result"]["isError"], true, "{r}");
     let e = &sc(r)["error"];
@@ -867,45 +883,43 @@ fn git_tools_never_read_what_a_command_links_into_git() {
     let mut s = StdioServer::start(&l.ws, &[]);
     // A command may write .git (documented); it plants a link to a file it
     // cannot read itself, hoping the git tools (not sandboxed) will.
-    std::fs::write(
-        l.ws.join("plant.sh"),
-        format!(
+    plant(
+        &mut s,
+        &l.ws,
+        "plant.sh",
+        &format!(
             "rm -f .git/packed-refs && ln -s {} .git/packed-refs\n",
             secret.display()
         ),
-    )
-    .unwrap();
-    let r = exec(&mut s, "sh plant.sh");
-    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
-    for (tool, args) in [
-        ("git_status", json!({})),
-        ("git_log", json!({})),
-        ("git_diff", json!({})),
-    ] {
-        let r = s.request(&call(2, tool, args));
-        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
-    }
+    );
+    no_secret_from(
+        &mut s,
+        &[
+            ("git_status", json!({})),
+            ("git_log", json!({})),
+            ("git_diff", json!({})),
+        ],
+    );
     // A `.git` file whose git directory's excludes link outside: the files
     // the confinement lets git and the walkers read must not include it.
-    std::fs::write(
-        l.ws.join("plant2.sh"),
-        format!(
+    plant(
+        &mut s,
+        &l.ws,
+        "plant2.sh",
+        &format!(
             "mv .git realgit && echo 'gitdir: realgit' > .git && mkdir -p realgit/info && ln -sf {0} realgit/info/exclude && rm -f realgit/packed-refs && ln -s {0} realgit/packed-refs\n",
             secret.display()
         ),
-    )
-    .unwrap();
-    let r = exec(&mut s, "sh plant2.sh");
-    assert_eq!(sc(&r)["exit_code"], 0, "{r}");
-    for (tool, args) in [
-        ("git_status", json!({})),
-        ("git_log", json!({})),
-        ("list_files", json!({})),
-        ("search_text", json!({"query": "SANDBOX"})),
-    ] {
-        let r = s.request(&call(3, tool, args));
-        assert!(!r.to_string().contains(SECRET), "{tool} leaked: {r}");
-    }
+    );
+    no_secret_from(
+        &mut s,
+        &[
+            ("git_status", json!({})),
+            ("git_log", json!({})),
+            ("list_files", json!({})),
+            ("search_text", json!({"query": "SANDBOX"})),
+        ],
+    );
 }
 
 #[test]
@@ -1013,4 +1027,35 @@ fn a_nul_byte_in_a_command_or_variable_is_an_invalid_argument() {
         assert_eq!(e["code"], "INVALID_ARGUMENT", "{r}");
         assert_eq!(e["details"]["reason"], "unrepresentable", "{r}");
     }
+}
+
+/// request_permissions takes the permission refusals name (the reference
+/// answers -32602 for filesystem_escape although its refusals name it).
+#[test]
+fn request_permissions_accepts_what_refusals_name() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, &[]);
+    let r = exec(&mut s, "cat /etc/shadow");
+    let named = refused(&r, "filesystem_escape")["permission"].clone();
+    let r = s.request(&call(
+        2,
+        "request_permissions",
+        json!({"tool_name": "exec_command", "permission": named, "reason": "read it", "arguments": {"cmd": "cat /etc/shadow"}}),
+    ));
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(sc(&r)["error"]["code"], "ELICITATION_UNSUPPORTED", "{r}");
+    assert_eq!(
+        sc(&r)["error"]["details"]["permission"],
+        "filesystem_escape",
+        "{r}"
+    );
+    let r = s.request(&call(
+        3,
+        "request_permissions",
+        json!({"tool_name": "exec_command", "permission": "long_timeout", "reason": "x", "arguments": {}}),
+    ));
+    assert!(
+        r.get("error").is_some() || r["result"]["isError"] == true,
+        "{r}"
+    );
 }
