@@ -945,7 +945,8 @@ impl ExecRuntime {
             .filter(|c| c.alive())
             .cloned()
             .collect();
-        alive.iter().map(|c| supervisor::kill_tree(c.pid)).sum()
+        let roots: Vec<i32> = alive.iter().map(|c| c.pid).collect();
+        supervisor::kill_trees(&roots)
     }
 }
 

@@ -39,6 +39,25 @@ pub struct RuntimeDirs {
 /// right after making it.
 const SWEEP_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The same guard when the pid in the name is of no live process in our
+/// PID namespace: such a directory is swept sooner, but never in the moment
+/// between a server's `mkdir` and its lock (in another namespace a pid says
+/// nothing, so the lock decides).
+const SWEEP_MIN_AGE_DEAD_PID: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn pid_alive(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(p),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
 /// Locks `dir` (exclusive, non-blocking); the descriptor holds the lock.
 fn lock_dir(dir: &Path) -> Option<std::os::fd::OwnedFd> {
     use rustix::fs::{FlockOperation, Mode, OFlags};
@@ -68,24 +87,28 @@ fn sweep_leftovers(base: &Path, own: &Path) {
             for e in entries.flatten() {
                 let path = e.path();
                 let name = e.file_name();
-                let ours = name.to_str().is_some_and(|n| {
-                    n.split_once('-').is_some_and(|(pid, hex)| {
-                        pid.parse::<u32>().is_ok()
-                            && hex.len() == 24
-                            && hex.bytes().all(|b| b.is_ascii_hexdigit())
-                    })
+                let pid = name.to_str().and_then(|n| {
+                    let (pid, hex) = n.split_once('-')?;
+                    let ok = hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+                    pid.parse::<u32>().ok().filter(|_| ok)
                 });
+                let Some(pid) = pid else { continue };
+                let min_age = if pid_alive(pid) {
+                    SWEEP_MIN_AGE
+                } else {
+                    SWEEP_MIN_AGE_DEAD_PID
+                };
                 let old = e
                     .metadata()
                     .ok()
                     .and_then(|m| m.modified().ok())
                     .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age >= SWEEP_MIN_AGE);
-                if !ours || !old || path == own || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    .is_some_and(|age| age >= min_age);
+                if !old || path == own || !e.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 if let Some(_held) = lock_dir(&path) {
-                    let _ = std::fs::remove_dir_all(&path);
+                    remove_tree(&path);
                 }
             }
         });
@@ -287,10 +310,44 @@ impl RuntimeDirs {
     }
 }
 
+impl RuntimeDirs {
+    /// Removes the directory now (server shutdown on a signal, when the
+    /// process exits without dropping everything). Also run on drop; a
+    /// second call finds nothing to do. Call it after the commands are
+    /// killed: a live command could keep writing into it.
+    pub fn remove(&self) {
+        remove_tree(&self.root);
+    }
+}
+
 impl Drop for RuntimeDirs {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
+        self.remove();
     }
+}
+
+/// `remove_dir_all`, also when a command left directories it made
+/// unreadable or unwritable (`chmod 000 $TMPDIR/d`): those get mode 0700
+/// back and removal is tried again. Symlinks are removed, never followed.
+fn remove_tree(root: &Path) {
+    if std::fs::remove_dir_all(root).is_ok() || !root.exists() {
+        return;
+    }
+    fn open_up(dir: &Path) {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path());
+            }
+        }
+    }
+    if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
+        open_up(root);
+    }
+    let _ = std::fs::remove_dir_all(root);
 }
 
 /// The static output-retention budget: per stream, a frozen head of 1/8 of the

@@ -98,18 +98,32 @@ pub fn run_command_line() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = runtime.block_on(run(server.clone(), oauth));
-    // Commands end with the server: kill every running group.
-    server.exec.shutdown();
-    // Dropping the runtime first lets in-flight tasks release their Server handle,
-    // so the runtime directories are removed.
-    drop(runtime);
+    // Commands end with the server (every process of every command), then
+    // its runtime directory goes. Done here rather than left to drops: a
+    // task still in flight (a tool call blocked in the kernel, the stdin
+    // reader) may hold the server past the runtime's shutdown.
+    finish(&server);
+    // Not a plain drop: that would join the blocking stdin reader, which
+    // waits for a line that, with stdin held open, never comes (and any
+    // tool call blocked in the kernel). Every reply owed has been written.
+    runtime.shutdown_background();
     drop(server);
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(signal)) => ExitCode::from(128 + signal),
         Err(e) => {
             eprintln!("coding-tools-mcp: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Kills every command and removes the runtime directory; safe to call
+/// twice.
+fn finish(server: &Server) {
+    server.exec.shutdown();
+    if let Ok(dirs) = &server.runtime_dirs {
+        dirs.remove();
     }
 }
 
@@ -167,8 +181,14 @@ fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
     Ok(Trace::new(config.trace, sink))
 }
 
-async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::io::Result<()> {
+/// Serves until input ends (`Ok(None)`) or a stop signal arrives
+/// (`Ok(Some(signal number))`).
+async fn run(
+    server: Arc<Server>,
+    oauth: Option<ctm_auth::OAuthServer>,
+) -> std::io::Result<Option<u8>> {
     let dispatcher = Arc::new(SharedServer(server.clone()));
+    let mut signals = StopSignals::install();
     if server.config.stdio {
         tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
         let serve = ctm_transport_stdio::serve(
@@ -178,8 +198,8 @@ async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::
             server.config.max_wait_secs,
         );
         return tokio::select! {
-            r = serve => r,
-            () = shutdown_signal() => Ok(()),
+            r = serve => r.map(|()| None),
+            signal = signals.next() => Ok(Some(signal)),
         };
     }
     let addr = format!("{}:{}", server.config.host, server.config.port);
@@ -219,7 +239,30 @@ async fn run(server: Arc<Server>, oauth: Option<ctm_auth::OAuthServer>) -> std::
         trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
             .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes")),
     };
-    ctm_transport_http::serve(dispatcher, config, listener, shutdown_signal()).await
+    let stopped = Arc::new(std::sync::OnceLock::new());
+    let shutdown = {
+        let (server, stopped) = (server.clone(), stopped.clone());
+        async move {
+            let first = signals.next().await;
+            let _ = stopped.set(first);
+            // In-flight requests waiting on a command return once it is
+            // gone, so the connections drain at once.
+            let s = server.clone();
+            let _ = tokio::task::spawn_blocking(move || s.exec.shutdown()).await;
+            // A second signal while requests drain: stop now.
+            tokio::spawn(async move {
+                let second = signals.next().await;
+                tracing::info!("second stop signal: exiting without waiting for requests");
+                let _ = tokio::task::spawn_blocking(move || {
+                    finish(&server);
+                    std::process::exit(128 + i32::from(second));
+                })
+                .await;
+            });
+        }
+    };
+    ctm_transport_http::serve(dispatcher, config, listener, shutdown).await?;
+    Ok(stopped.get().copied())
 }
 
 /// The OAuth server from the environment. The one secret ever printed: a
@@ -277,18 +320,75 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
     }))
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the server still ends on EOF or process exit.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+/// SIGINT, SIGTERM and SIGHUP, each a request to stop (SIGHUP: the
+/// terminal or the session the server ran in is gone). SIGHUP is left alone
+/// when the server started with it ignored (`nohup`).
+struct StopSignals {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let hup_ignored = signal_ignored(1);
+        let on = |kind: SignalKind| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!("cannot handle signal {}: {e}", kind.as_raw_value());
+                None
+            }
+        };
+        Self {
+            int: on(SignalKind::interrupt()),
+            term: on(SignalKind::terminate()),
+            hup: if hup_ignored {
+                None
+            } else {
+                on(SignalKind::hangup())
+            },
+        }
     }
+
+    /// The number of the next stop signal.
+    async fn next(&mut self) -> u8 {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        let signal = tokio::select! {
+            () = recv(&mut self.int) => 2,
+            () = recv(&mut self.term) => 15,
+            () = recv(&mut self.hup) => 1,
+        };
+        let name = match signal {
+            2 => "SIGINT",
+            15 => "SIGTERM",
+            _ => "SIGHUP",
+        };
+        tracing::info!("{name}: shutting down");
+        signal
+    }
+}
+
+/// Whether signal `n` was ignored when the process started (`SigIgn` of
+/// `/proc/self/status`).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "reads the process's own status, not a workspace file"
+)]
+fn signal_ignored(n: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (n - 1)) != 0)
 }

@@ -203,18 +203,6 @@ impl HttpServer {
             stderr,
         }
     }
-
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        for _ in 0..(ANSWER_TIMEOUT.as_millis() / 20) {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("server did not stop on SIGTERM");
-    }
 }
 
 impl HttpClient {

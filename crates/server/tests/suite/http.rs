@@ -452,20 +452,3 @@ fn non_loopback_bind_with_token_serves() {
         200
     );
 }
-
-#[test]
-fn sigterm_shuts_down_cleanly() {
-    let ws = workspace();
-    let mut s = HttpServer::start(ws.path(), &[]);
-    assert_eq!(s.post(&ping(), &[]).status, 200);
-    let status = s.terminate();
-    assert!(status.success(), "{status:?}");
-    let rt = ws.path().join(".runtime-tmp/coding-tools-mcp");
-    let leftovers: Vec<_> = std::fs::read_dir(&rt)
-        .map(|d| {
-            d.flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
-}

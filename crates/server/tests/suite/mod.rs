@@ -5,6 +5,7 @@ mod files;
 mod git;
 mod harness;
 mod http;
+mod lifecycle;
 mod oauth;
 mod patch;
 mod sandbox;

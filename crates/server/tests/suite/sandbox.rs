@@ -14,14 +14,14 @@ use super::harness::*;
 
 const SECRET: &str = "SANDBOX-SECRET-7731";
 
-struct Layout {
+pub(super) struct Layout {
     _t: tempfile::TempDir,
-    ws: PathBuf,
-    outside: PathBuf,
+    pub ws: PathBuf,
+    pub outside: PathBuf,
 }
 
 /// `<tmp>/ws` (workspace, a git repository) beside `<tmp>/outside/secret.txt`.
-fn layout() -> Layout {
+pub(super) fn layout() -> Layout {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().canonicalize().unwrap();
     let ws = root.join("ws");
@@ -45,12 +45,12 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(ok, "git {args:?}");
 }
 
-fn sc(r: &Value) -> &Value {
+pub(super) fn sc(r: &Value) -> &Value {
     &r["result"]["structuredContent"]
 }
 
 /// Runs `cmd` and checks that no secret byte came back.
-fn exec(s: &mut StdioServer, cmd: &str) -> Value {
+pub(super) fn exec(s: &mut StdioServer, cmd: &str) -> Value {
     let r = s.request(&call(1, "exec_command", json!({"cmd": cmd})));
     assert!(!r.to_string().contains(SECRET), "a secret came back: {r}");
     r
@@ -370,7 +370,7 @@ fn device_nodes_cannot_be_made() {
 }
 
 /// Processes of ours whose command line is exactly `words`.
-fn processes(words: &[&str]) -> Vec<u32> {
+pub(super) fn processes(words: &[&str]) -> Vec<u32> {
     let want: Vec<u8> = words
         .iter()
         .flat_map(|w| [w.as_bytes(), b"\0"].concat())
@@ -403,11 +403,11 @@ fn gone(words: &[&str]) -> bool {
 
 /// A number unique to this test process, so processes left by another run
 /// are never mistaken for ours.
-fn tag(n: u32) -> String {
+pub(super) fn tag(n: u32) -> String {
     format!("9{}{n}", std::process::id())
 }
 
-fn leave_background(ws: &Path, tag: &str) -> Vec<Vec<String>> {
+pub(super) fn leave_background(ws: &Path, tag: &str) -> Vec<Vec<String>> {
     std::fs::write(ws.join("x.sh"), format!("sleep {tag}1\n")).unwrap();
     std::fs::write(
         ws.join("bg.sh"),
@@ -421,14 +421,14 @@ fn leave_background(ws: &Path, tag: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn all_gone(marks: &[Vec<String>]) -> bool {
+pub(super) fn all_gone(marks: &[Vec<String>]) -> bool {
     marks.iter().all(|m| {
         let words: Vec<&str> = m.iter().map(String::as_str).collect();
         gone(&words)
     })
 }
 
-fn all_running(marks: &[Vec<String>]) -> bool {
+pub(super) fn all_running(marks: &[Vec<String>]) -> bool {
     let deadline = Instant::now() + ANSWER_TIMEOUT;
     while Instant::now() < deadline {
         if marks.iter().all(|m| {
