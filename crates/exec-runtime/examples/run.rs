@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctm_exec_runtime::{
-    EnvInherit, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode, RetentionBudget,
-    RuntimeDirs, Status,
+    EnvInherit, EnvPolicy, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode,
+    RetentionBudget, RuntimeDirs, Status,
 };
 use ctm_workspace_fs::Workspace;
 
@@ -45,6 +45,7 @@ async fn main() -> ExitCode {
     let config = ExecConfig {
         gates: Gates::for_mode(PermissionMode::Trusted, false),
         inherit: EnvInherit::Core,
+        env_policy: EnvPolicy::default(),
         budget: RetentionBudget::default(),
         allow_roots: Vec::new(),
     };

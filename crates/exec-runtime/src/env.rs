@@ -90,6 +90,94 @@ fn is_core(name: &str) -> bool {
     ) || name.starts_with("LC_")
 }
 
+/// The operator's adjustments of the base set (`CODING_TOOLS_MCP_SHELL_ENV_*`),
+/// as the reference implementation applies them: after the secret filter,
+/// `exclude` drops the names matching any of its patterns, then a non-empty
+/// `include_only` keeps only the names matching one of its; `set` is added
+/// unfiltered (the operator chose it). Patterns are shell globs (`*`, `?`,
+/// `[...]`, `[!...]`) compared without regard to case.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    /// Patterns of names to keep (empty: keep all).
+    pub include_only: Vec<String>,
+    /// Patterns of names to drop.
+    pub exclude: Vec<String>,
+    /// Variables every command gets. `HOME`, `TMPDIR` and `XDG_CACHE_HOME`
+    /// stay those of the runtime directory; the caller's `env` wins.
+    pub set: BTreeMap<String, String>,
+}
+
+/// Whether `name` matches the shell glob `pattern`, ignoring ASCII case.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    fn upper(s: &str) -> Vec<char> {
+        s.chars().map(|c| c.to_ascii_uppercase()).collect()
+    }
+    /// At `p[0] == '['`: whether `c` is in the set, and where the set ends;
+    /// `None` when the bracket is not closed (then it is a literal `[`).
+    fn class(p: &[char], c: char) -> Option<(bool, usize)> {
+        let mut i = 1;
+        let negate = matches!(p.get(i), Some('!' | '^'));
+        if negate {
+            i += 1;
+        }
+        let mut hit = false;
+        let mut first = true;
+        while i < p.len() && (first || p[i] != ']') {
+            first = false;
+            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                hit |= p[i] <= c && c <= p[i + 2];
+                i += 3;
+            } else {
+                hit |= p[i] == c;
+                i += 1;
+            }
+        }
+        (i < p.len()).then_some((hit != negate, i + 1))
+    }
+    fn go(p: &[char], n: &[char]) -> bool {
+        // Iterative with one backtrack point for the last `*`.
+        let (mut pi, mut ni) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while ni < n.len() {
+            let step = match p.get(pi) {
+                Some('*') => {
+                    star = Some((pi, ni));
+                    pi += 1;
+                    continue;
+                }
+                Some('?') => Some(1),
+                Some('[') => match class(&p[pi..], n[ni]) {
+                    Some((true, len)) => Some(len),
+                    Some((false, _)) => None,
+                    None => (n[ni] == '[').then_some(1),
+                },
+                Some(&c) => (c == n[ni]).then_some(1),
+                None => None,
+            };
+            match step {
+                Some(len) => {
+                    pi += len;
+                    ni += 1;
+                }
+                None => match star {
+                    Some((sp, sn)) => {
+                        pi = sp + 1;
+                        ni = sn + 1;
+                        star = Some((sp, sn + 1));
+                    }
+                    None => return false,
+                },
+            }
+        }
+        p[pi..].iter().all(|c| *c == '*')
+    }
+    go(&upper(pattern), &upper(name))
+}
+
+fn matches_any(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|p| glob_matches(p, name))
+}
+
 /// Everything that shapes one command's environment.
 #[derive(Debug, Clone)]
 pub struct EnvSpec<'a> {
@@ -110,6 +198,8 @@ pub struct EnvSpec<'a> {
     /// Real toolchain locations (`RUSTUP_HOME`, `PYENV_ROOT`, ...), which the
     /// private `HOME` would otherwise hide.
     pub toolchain: &'a [(String, String)],
+    /// The operator's include/exclude patterns and fixed variables.
+    pub policy: &'a EnvPolicy,
     /// The caller's variables, applied last.
     pub caller: &'a BTreeMap<String, String>,
 }
@@ -126,6 +216,10 @@ pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
             EnvInherit::None => false,
         })
         .filter(|(k, v)| !(spec.filter_sensitive && is_sensitive(k, v)))
+        .filter(|(k, _)| !matches_any(&spec.policy.exclude, k))
+        .filter(|(k, _)| {
+            spec.policy.include_only.is_empty() || matches_any(&spec.policy.include_only, k)
+        })
         .cloned()
         .collect();
     env.entry("PATH".into())
@@ -151,6 +245,11 @@ pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
         "TERM".into(),
         if spec.tty { "xterm" } else { "dumb" }.into(),
     );
+    for (k, v) in &spec.policy.set {
+        if !matches!(k.as_str(), "HOME" | "TMPDIR" | "XDG_CACHE_HOME") {
+            env.insert(k.clone(), v.clone());
+        }
+    }
     for (k, v) in spec.caller {
         if !(spec.filter_sensitive && is_sensitive(k, v)) {
             env.insert(k.clone(), v.clone());
@@ -197,6 +296,7 @@ mod tests {
             cache: "/rt/cache",
             tty: false,
             toolchain: &[],
+            policy: &EnvPolicy::default(),
             caller: &caller,
         };
         let env = build_env(&spec);
@@ -231,5 +331,84 @@ mod tests {
             ..spec
         });
         assert!(dangerous.contains_key("GITHUB_TOKEN") && dangerous.contains_key("MY_SECRET"));
+    }
+
+    #[test]
+    fn globs_as_fnmatch_without_case() {
+        for (p, n) in [
+            ("AWS_*", "aws_region"),
+            ("*", ""),
+            ("PATH", "path"),
+            ("LC_?LL", "LC_ALL"),
+            ("[A-C]X", "bx"),
+            ("[!A]X", "BX"),
+            ("*_HOME*", "JAVA_HOME"),
+            ("a*b*c", "aXbYbc"),
+            ("[", "["),
+        ] {
+            assert!(glob_matches(p, n), "{p} ~ {n}");
+        }
+        for (p, n) in [
+            ("AWS_*", "XAWS_A"),
+            ("PATH", "PATHS"),
+            ("?", ""),
+            ("[!A]X", "AX"),
+            ("a*b*c", "aXbYb"),
+        ] {
+            assert!(!glob_matches(p, n), "{p} !~ {n}");
+        }
+    }
+
+    #[test]
+    fn operator_policy_after_the_filter() {
+        let inherited: Vec<(String, String)> = [
+            ("PATH", "/bin"),
+            ("AWS_REGION", "eu"),
+            ("AWS_PROFILE", "dev"),
+            ("FOO", "1"),
+            ("GITHUB_TOKEN", "x"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let policy = EnvPolicy {
+            include_only: vec!["aws_*".into(), "PATH".into(), "GITHUB_*".into()],
+            exclude: vec!["*PROFILE".into()],
+            set: [
+                ("PAGER".to_string(), "less".to_string()),
+                ("HOME".into(), "/elsewhere".into()),
+                ("API_TOKEN".into(), "chosen".into()),
+            ]
+            .into(),
+        };
+        let caller = BTreeMap::from([("PAGER".to_string(), "more".to_string())]);
+        let spec = EnvSpec {
+            inherited: &inherited,
+            inherit: EnvInherit::All,
+            filter_sensitive: true,
+            home: "/rt/home",
+            tmp: "/rt/tmp",
+            cache: "/rt/cache",
+            tty: false,
+            toolchain: &[],
+            policy: &policy,
+            caller: &BTreeMap::new(),
+        };
+        let env = build_env(&spec);
+        assert_eq!(env.get("AWS_REGION").map(String::as_str), Some("eu"));
+        assert!(!env.contains_key("AWS_PROFILE"), "exclude");
+        assert!(!env.contains_key("FOO"), "include_only");
+        assert!(
+            !env.contains_key("GITHUB_TOKEN"),
+            "the filter still applies"
+        );
+        assert_eq!(env["PAGER"], "less", "set overrides the defaults");
+        assert_eq!(env["API_TOKEN"], "chosen", "set is the operator's");
+        assert_eq!(env["HOME"], "/rt/home");
+        let env = build_env(&EnvSpec {
+            caller: &caller,
+            ..spec
+        });
+        assert_eq!(env["PAGER"], "more", "the caller wins");
     }
 }

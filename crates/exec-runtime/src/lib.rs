@@ -21,7 +21,7 @@
 //! let base = tempfile::tempdir().unwrap();
 //! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
 //! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
-//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, budget: RetentionBudget::default(), allow_roots: Vec::new() };
+//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, env_policy: EnvPolicy::default(), budget: RetentionBudget::default(), allow_roots: Vec::new() };
 //! let rt = ExecRuntime::new(cfg, workspace, dirs);
 //! let req = ExecRequest { cmd: "echo hello; exit 3".into(), workdir: ".".into(), timeout: Duration::from_secs(10), ..Default::default() };
 //! let snap = rt.exec(req, Duration::from_secs(10), std::future::pending(), 65536).await.unwrap();
@@ -41,7 +41,7 @@ mod seccomp;
 mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
-pub use env::{EnvInherit, EnvSpec, build_env, is_sensitive};
+pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
 pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executable};
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::buffer::{RetainedStream, Slice};
-use crate::env::{EnvInherit, EnvSpec, build_env};
+use crate::env::{EnvInherit, EnvPolicy, EnvSpec, build_env};
 use crate::paths::{Reach, path_arguments, privileged_executable};
 use crate::policy::{GateState, Gates, Permission, Refusal, classify};
 use crate::roots::{Toolchains, discover};
@@ -254,6 +254,8 @@ pub struct ExecConfig {
     pub gates: Gates,
     /// Environment base set.
     pub inherit: EnvInherit,
+    /// The operator's include/exclude patterns and fixed variables.
+    pub env_policy: EnvPolicy,
     /// Retention and pool budgets.
     pub budget: RetentionBudget,
     /// Extra read roots from the operator (`--exec-allow-root`,
@@ -400,7 +402,11 @@ impl ExecRuntime {
     ) -> Self {
         // Orphaned grandchildren are re-parented to us, so we can reap them.
         let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-        let inherited_env: Vec<(String, String)> = std::env::vars().collect();
+        // `vars()` would panic on a variable that is not UTF-8; such a
+        // variable cannot be passed through the UTF-8 `env` either.
+        let inherited_env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
         let toolchains = discover(&inherited_env, &cfg.allow_roots);
         let roots = (cfg.gates.landlock && sandbox::support().available).then(|| {
             let write = write_roots_of(&workspace, &dirs);
@@ -636,6 +642,7 @@ impl ExecRuntime {
             cache: &cache,
             tty: req.tty,
             toolchain: &toolchain,
+            policy: &self.inner.cfg.env_policy,
             caller: &req.env,
         })
     }

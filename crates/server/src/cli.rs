@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use clap::builder::FalseyValueParser;
+use clap::builder::TypedValueParser;
 use clap::{Parser, ValueEnum};
 
 /// Serve workspace-confined coding tools over MCP (stdio or Streamable HTTP).
@@ -57,20 +57,65 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_RUNTIME_ROOT", value_name = "DIR")]
     pub runtime_root: Option<PathBuf>,
 
+    /// How HTTP clients authenticate: bearer (a static token is required),
+    /// oauth (as --oauth-mode), noauth (never generate a token)
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_AUTH_MODE",
+        value_enum,
+        ignore_case = true
+    )]
+    pub auth_mode: Option<AuthMode>,
+
+    /// On a non-loopback HTTP bind without a token or OAuth, generate a
+    /// bearer token and print it once on stderr
+    #[arg(long, env = "CODING_TOOLS_MCP_GENERATE_AUTH_TOKEN", value_parser = truthy_parser())]
+    pub generate_auth_token: bool,
+
     /// Enable the OAuth 2.1 authorization server (Authorization Code + PKCE S256,
     /// dynamic registration); the authorize page asks for CODING_TOOLS_MCP_OAUTH_PASSWORD
     /// (generated and printed on stderr once when unset)
-    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE", value_parser = truthy_parser())]
     pub oauth_mode: bool,
 
     /// Serve a non-loopback address without any authentication (anyone who can
     /// reach it can run commands in the workspace)
-    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_UNAUTHENTICATED_REMOTE", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_UNAUTHENTICATED_REMOTE", value_parser = truthy_parser())]
     pub allow_unauthenticated_remote: bool,
 
     /// Baseline environment that exec_command children inherit
     #[arg(long, env = "CODING_TOOLS_MCP_SHELL_ENV_INHERIT", value_enum, default_value_t = ShellEnvInherit::Core)]
     pub shell_env_inherit: ShellEnvInherit,
+
+    /// Keep only the inherited variables whose names match one of these
+    /// comma-separated globs (case-insensitive), after the secret filter
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_SHELL_ENV_INCLUDE_ONLY",
+        value_name = "GLOBS",
+        value_delimiter = ','
+    )]
+    pub shell_env_include_only: Vec<String>,
+
+    /// Drop the inherited variables whose names match one of these
+    /// comma-separated globs (case-insensitive)
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_SHELL_ENV_EXCLUDE",
+        value_name = "GLOBS",
+        value_delimiter = ','
+    )]
+    pub shell_env_exclude: Vec<String>,
+
+    /// Variables every command gets, as a JSON object of strings
+    /// (not filtered: the operator chose them; HOME and TMPDIR stay private)
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_SHELL_ENV_SET",
+        value_name = "JSON",
+        hide_env_values = true
+    )]
+    pub shell_env_set: Option<String>,
 
     /// Command policy: safe refuses network, shell expansion and inline scripts;
     /// trusted allows local development; dangerous disables the gates
@@ -78,7 +123,7 @@ pub struct Cli {
     pub permission_mode: Option<PermissionMode>,
 
     /// Allow network-looking commands without opening any other gate
-    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK", value_parser = truthy_parser())]
     pub allow_network: bool,
 
     /// Serve view_image (on by default; CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0 removes it)
@@ -94,14 +139,14 @@ pub struct Cli {
     pub enable_view_image: bool,
 
     /// Alias of --permission-mode dangerous (workspace path boundaries still apply)
-    #[arg(long)]
+    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_SKIP_ALL_PERMISSIONS", value_parser = truthy_parser())]
     pub dangerously_skip_all_permissions: bool,
 
     /// Report every tool as read-only in tools/list for clients that refuse
     /// mutating tools; mutation still happens. Requires dangerous mode, and
     /// authentication over HTTP; server_info and the server card keep the real
     /// annotations
-    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_FAKE_READONLY_ANNOTATIONS", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "CODING_TOOLS_MCP_DANGEROUSLY_FAKE_READONLY_ANNOTATIONS", value_parser = truthy_parser())]
     pub dangerously_fake_readonly_annotations: bool,
 
     /// Longest synchronous wait of one request, in seconds (HTTP clients may ask
@@ -110,7 +155,7 @@ pub struct Cli {
     pub max_wait_secs: u64,
 
     /// Append structuredContent as JSON text for text-only clients
-    #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON", value_parser = truthy_parser())]
     pub text_json: bool,
 
     /// Write a JSON-lines trace to stderr (CODING_TOOLS_MCP_TRACE=1, or =full for payload sizes and redacted previews)
@@ -128,6 +173,25 @@ pub struct Cli {
         value_delimiter = ','
     )]
     pub allowed_origins: Vec<String>,
+}
+
+/// A boolean environment value as the reference reads them: `1`, `true`,
+/// `yes`, `on` (any case) are true, anything else false. A bare flag is true.
+fn truthy_parser() -> impl clap::builder::TypedValueParser<Value = bool> {
+    clap::builder::StringValueParser::new().map(|v: String| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+/// `--auth-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    Bearer,
+    Oauth,
+    Noauth,
 }
 
 /// `--shell-env-inherit`.
@@ -186,6 +250,9 @@ pub struct Config {
     pub exec_allow_roots: Vec<PathBuf>,
     pub runtime_root: Option<PathBuf>,
     pub shell_env_inherit: ShellEnvInherit,
+    pub env_policy: ctm_exec_runtime::EnvPolicy,
+    /// A bearer token this process generated (printed once at start).
+    pub generated_token: bool,
     pub permission_mode: PermissionMode,
     pub allow_network: bool,
     pub view_image: bool,
@@ -220,6 +287,38 @@ pub fn trace_level(flag: bool, env: Option<&str>) -> TraceLevel {
         }
         Some(_) => TraceLevel::Metadata,
     }
+}
+
+/// Comma-separated patterns, trimmed, empty ones dropped.
+fn clean_patterns(v: Vec<String>) -> Vec<String> {
+    v.into_iter()
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// `CODING_TOOLS_MCP_SHELL_ENV_SET`: a JSON object whose values are strings
+/// (numbers are taken as their text).
+fn parse_env_set(json: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    const WHAT: &str = "CODING_TOOLS_MCP_SHELL_ENV_SET must be a JSON object of strings";
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("{WHAT}: {e}"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(format!("{WHAT}, not {json}"));
+    };
+    map.into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Number(n) => n.to_string(),
+                other => return Err(format!("{WHAT}: {k} is {other}")),
+            };
+            if k.is_empty() || k.contains(['=', '\0']) || text.contains('\0') {
+                return Err(format!("{WHAT}: {k:?} cannot be an environment variable"));
+            }
+            Ok((k, text))
+        })
+        .collect()
 }
 
 impl Cli {
@@ -267,7 +366,40 @@ impl Cli {
             }
             None => None,
         };
-        let auth_token = from_file.or(self.auth_token.filter(|t| !t.is_empty()));
+        let mut auth_token = from_file.or(self.auth_token.filter(|t| !t.is_empty()));
+        let oauth_mode = self.oauth_mode || self.auth_mode == Some(AuthMode::Oauth);
+        // As the reference: a token is generated for a non-loopback bind that
+        // has no other authentication, unless noauth was chosen; bearer mode
+        // asks for a token on any bind.
+        let generate = !self.stdio
+            && self.generate_auth_token
+            && auth_token.is_none()
+            && !oauth_mode
+            && match self.auth_mode {
+                Some(AuthMode::Noauth) => false,
+                Some(AuthMode::Bearer) => true,
+                _ => !is_loopback_host(&self.host),
+            };
+        if generate {
+            let rng = ctm_auth::SystemRandom::new();
+            auth_token = Some(
+                ctm_auth::random_token(&rng, 32)
+                    .map_err(|e| format!("cannot generate a bearer token: {e}"))?,
+            );
+        }
+        if !self.stdio && self.auth_mode == Some(AuthMode::Bearer) && auth_token.is_none() {
+            return Err(
+                "CODING_TOOLS_MCP_AUTH_MODE=bearer needs a token: --auth-token-file, CODING_TOOLS_MCP_AUTH_TOKEN, or CODING_TOOLS_MCP_GENERATE_AUTH_TOKEN=1".into(),
+            );
+        }
+        let env_policy = ctm_exec_runtime::EnvPolicy {
+            include_only: clean_patterns(self.shell_env_include_only),
+            exclude: clean_patterns(self.shell_env_exclude),
+            set: match self.shell_env_set.as_deref().map(str::trim) {
+                None | Some("") => Default::default(),
+                Some(json) => parse_env_set(json)?,
+            },
+        };
         if let Some(t) = &auth_token
             && ctm_auth::BearerToken::new(t).is_err()
         {
@@ -276,7 +408,7 @@ impl Cli {
                     .into(),
             );
         }
-        let authenticated = auth_token.is_some() || self.oauth_mode;
+        let authenticated = auth_token.is_some() || oauth_mode;
         if self.dangerously_fake_readonly_annotations {
             if mode != PermissionMode::Dangerous {
                 return Err(
@@ -310,7 +442,8 @@ impl Cli {
             port: self.port,
             stdio: self.stdio,
             auth_token,
-            oauth_mode: self.oauth_mode,
+            generated_token: generate,
+            oauth_mode,
             exec_allow_roots: self
                 .exec_allow_roots
                 .into_iter()
@@ -318,6 +451,7 @@ impl Cli {
                 .collect(),
             runtime_root: self.runtime_root.filter(|p| !p.as_os_str().is_empty()),
             shell_env_inherit: self.shell_env_inherit,
+            env_policy,
             permission_mode: mode,
             allow_network: self.allow_network,
             view_image: self.enable_view_image,

@@ -52,6 +52,14 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     init_logging();
+    if config.generated_token
+        && let Some(token) = &config.auth_token
+    {
+        // The one way to learn it; printed before anything can be served.
+        eprintln!(
+            "coding-tools-mcp: generated a bearer token for this server (CODING_TOOLS_MCP_GENERATE_AUTH_TOKEN); send Authorization: Bearer {token}"
+        );
+    }
     if token_in_argv {
         tracing::warn!(
             "--auth-token on the command line is readable by every user of this machine (/proc/<pid>/cmdline); use --auth-token-file or CODING_TOOLS_MCP_AUTH_TOKEN"
@@ -236,8 +244,12 @@ async fn run(
         public_base_url: std::env::var("CODING_TOOLS_MCP_SERVER_URL")
             .ok()
             .filter(|u| !u.is_empty()),
-        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
-            .is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes")),
+        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        }),
     };
     let stopped = Arc::new(std::sync::OnceLock::new());
     let shutdown = {

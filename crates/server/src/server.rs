@@ -73,6 +73,7 @@ impl Server {
                     ShellEnvInherit::All => EnvInherit::All,
                     ShellEnvInherit::None => EnvInherit::None,
                 },
+                env_policy: config.env_policy.clone(),
                 budget: limits.retention,
                 allow_roots: config.exec_allow_roots.clone(),
             },

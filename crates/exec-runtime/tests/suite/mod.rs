@@ -25,6 +25,7 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
     let cfg = ExecConfig {
         gates: Gates::for_mode(mode, false),
         inherit: EnvInherit::Core,
+        env_policy: EnvPolicy::default(),
         budget,
         allow_roots: Vec::new(),
     };

@@ -588,6 +588,10 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         },
         "environment": {
             "inherit": server.config.shell_env_inherit.as_str(),
+            "include_only": server.config.env_policy.include_only,
+            "exclude": server.config.env_policy.exclude,
+            // Names only: values may be secrets the operator chose to pass.
+            "set": server.config.env_policy.set.keys().collect::<Vec<_>>(),
             "secret_env_filter": g.secret_env_filter,
             "non_interactive_defaults": ["PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true", "NO_COLOR=1", "CI=1"],
         },

@@ -121,6 +121,11 @@ pub fn run(server: &Server) -> ToolSuccess {
         "shell_env_inherit".into(),
         json!(cfg.shell_env_inherit.as_str()),
     );
+    s.insert(
+        "shell_env_include_only".into(),
+        json!(cfg.env_policy.include_only),
+    );
+    s.insert("shell_env_exclude".into(), json!(cfg.env_policy.exclude));
     s.insert("runtime".into(), runtime);
     s.insert("sandbox".into(), crate::tools::exec::sandbox_report(server));
     s.insert(
