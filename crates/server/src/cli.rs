@@ -162,7 +162,7 @@ pub struct Cli {
     #[arg(long)]
     pub trace: bool,
 
-    /// Write the trace to this file instead of stderr
+    /// Write the trace to this file instead of stderr (turns the trace on)
     #[arg(long, value_name = "PATH")]
     pub trace_file: Option<PathBuf>,
 
@@ -459,7 +459,8 @@ impl Cli {
             fake_readonly_annotations: self.dangerously_fake_readonly_annotations,
             max_wait_secs: self.max_wait_secs,
             text_json: self.text_json,
-            trace: trace_level(self.trace, trace_env),
+            // A trace file is asked for to be written: it turns the trace on.
+            trace: trace_level(self.trace || self.trace_file.is_some(), trace_env),
             trace_file: self.trace_file,
             allowed_origins: self
                 .allowed_origins

@@ -191,7 +191,7 @@ impl Server {
             Ok(args) => tools::run(self, spec, args, &ctx).await,
             Err(e) => Err(e),
         };
-        self.trace_tool_call(spec.name, &outcome, started);
+        self.trace_tool_call(spec.name, arguments, &outcome, started);
         Ok(render(
             outcome,
             RenderOptions {
@@ -231,25 +231,42 @@ impl Server {
         p.insert("requested_budget_secs".into(), json!(b.requested_secs));
         p.insert("deployment_budget_secs".into(), json!(b.deployment_secs));
         if self.trace.full() {
-            let args = arguments.cloned().unwrap_or(Value::Null);
-            p.insert("arguments_bytes".into(), json!(args.to_string().len()));
-            p.insert("arguments_preview".into(), redact(&args));
+            let bytes = arguments.map_or(0, |a| a.to_string().len());
+            p.insert("arguments_bytes".into(), json!(bytes));
         }
         self.trace.event("request_policy_selected", p);
     }
 
+    /// The `tool_call` event: what ran, with which arguments (redacted and
+    /// bounded), and how it ended.
     fn trace_tool_call(
         &self,
         tool: &str,
+        arguments: Option<&Value>,
         outcome: &Result<crate::envelope::ToolSuccess, ToolError>,
         started: Instant,
     ) {
         if !self.trace.enabled() {
             return;
         }
+        let structured = outcome.as_ref().ok().map(|s| &s.structured);
+        let field = |k: &str| structured.and_then(|s| s.get(k)).cloned();
         let mut f = Map::new();
+        f.insert(
+            "timestamp".into(),
+            json!(crate::tools::rfc3339(std::time::SystemTime::now())),
+        );
         f.insert("tool".into(), json!(tool));
         f.insert("ok".into(), json!(outcome.is_ok()));
+        f.insert("status".into(), field("status").unwrap_or(Value::Null));
+        f.insert(
+            "command_id".into(),
+            field("command_id").unwrap_or(Value::Null),
+        );
+        f.insert(
+            "args".into(),
+            redact(arguments.unwrap_or(&Value::Object(Map::new()))),
+        );
         f.insert(
             "error_code".into(),
             json!(outcome.as_ref().err().map(|e| e.code)),

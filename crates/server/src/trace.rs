@@ -26,36 +26,175 @@ impl std::fmt::Debug for Trace {
     }
 }
 
-const SECRET_WORDS: [&str; 9] = [
+/// Words that make a key, a `name=value` or a `--flag value` secret.
+const SECRET_WORDS: [&str; 12] = [
     "token",
     "secret",
     "password",
     "passwd",
+    "pwd",
     "auth",
     "key",
     "cookie",
     "credential",
+    "private",
+    "session",
     "env",
 ];
 
-/// Replaces every value whose key looks secret with `"[REDACTED]"`, recursively.
-pub fn redact(value: &Value) -> Value {
-    match value {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let lower = k.to_ascii_lowercase();
-                    if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
-                        (k.clone(), json!("[REDACTED]"))
-                    } else {
-                        (k.clone(), redact(v))
-                    }
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
-        other => other.clone(),
+/// The marker that replaces a secret.
+const REDACTED: &str = "[REDACTED]";
+/// Longest string a preview keeps, in bytes (cut on a character boundary).
+const PREVIEW_STRING_BYTES: usize = 240;
+/// Most array items a preview keeps.
+const PREVIEW_ITEMS: usize = 50;
+/// Deepest nesting a preview keeps.
+const PREVIEW_DEPTH: usize = 8;
+
+fn secret_name(name: &str) -> bool {
+    // `author` (git's) is no secret; `authorization` is.
+    let lower = name
+        .to_ascii_lowercase()
+        .replace("authoriz", "auth")
+        .replace("author", "");
+    SECRET_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// Whether `word` is a credential by its shape: provider token prefixes,
+/// AWS key ids, JWTs.
+fn secret_shaped(word: &str) -> bool {
+    const PREFIXES: [&str; 13] = [
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "glpat-",
+        "xoxb-",
+        "xoxp-",
+        "xoxa-",
+        "xoxs-",
+        "npm_",
+        "hf_",
+    ];
+    let long = |min: usize| word.len() >= min;
+    (PREFIXES.iter().any(|p| word.starts_with(p)) && long(12))
+        || (word.starts_with("sk-") && long(20))
+        || (word.starts_with("AKIA")
+            && word.len() == 20
+            && word[4..]
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
+        || (word.starts_with("eyJ") && word.matches('.').count() == 2 && long(20))
+}
+
+/// `text` with every secret-looking part replaced by `[REDACTED]`: a
+/// credential-shaped word, the value of `name=value` or `name: value` whose
+/// name looks secret, the word after `Bearer`/`Basic`/`token` or after a
+/// secret-named `--flag`, and the password of a URL. A private key block
+/// makes the whole text `[REDACTED]`.
+pub fn redact_text(text: &str) -> String {
+    if text.contains("-----BEGIN") && text.contains("PRIVATE KEY") {
+        return REDACTED.into();
     }
+    let is_sep = |c: char| c.is_whitespace() || "\"'`,;()<>|&{}[]".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut redact_next = false;
+    while !rest.is_empty() {
+        let start = rest.find(|c: char| !is_sep(c)).unwrap_or(rest.len());
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(is_sep).unwrap_or(rest.len());
+        let word = &rest[..end];
+        rest = &rest[end..];
+        if word.is_empty() {
+            continue;
+        }
+        let bare = word.trim_start_matches('-').trim_end_matches(':');
+        let scheme = ["bearer", "basic", "token"].contains(&bare.to_ascii_lowercase().as_str());
+        if std::mem::take(&mut redact_next) && !scheme {
+            out.push_str(REDACTED);
+            continue;
+        }
+        out.push_str(&redact_word(word));
+        redact_next = scheme
+            || (word.starts_with("--") && !word.contains('=') && secret_name(bare))
+            || (word.ends_with(':') && secret_name(bare));
+    }
+    out
+}
+
+/// One word (no separators in it).
+fn redact_word(word: &str) -> String {
+    if secret_shaped(word) {
+        return REDACTED.into();
+    }
+    // name=value, --name=value
+    if let Some((name, value)) = word.split_once('=')
+        && !value.is_empty()
+    {
+        if secret_name(name) || secret_shaped(value) {
+            return format!("{name}={REDACTED}");
+        }
+        return format!("{name}={}", redact_word(value));
+    }
+    // scheme://user:password@host...
+    if let Some((scheme, after)) = word.split_once("://") {
+        let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        if let Some(at) = after[..authority_end].rfind('@')
+            && let Some(colon) = after[..at].find(':')
+        {
+            return format!("{scheme}://{}:{REDACTED}{}", &after[..colon], &after[at..]);
+        }
+    }
+    word.into()
+}
+
+/// A bounded, redacted copy of tool arguments for the trace: values under
+/// secret-looking keys become `[REDACTED]`, secret-looking parts of every
+/// string too; strings are cut at 240 bytes (`...[truncated]`), arrays at
+/// 50 items, nesting at 8 levels.
+pub fn redact(value: &Value) -> Value {
+    fn go(value: &Value, depth: usize) -> Value {
+        if depth > PREVIEW_DEPTH {
+            return json!("[truncated]");
+        }
+        match value {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| {
+                        if secret_name(k) {
+                            (k.clone(), json!(REDACTED))
+                        } else {
+                            (k.clone(), go(v, depth + 1))
+                        }
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .take(PREVIEW_ITEMS)
+                    .map(|v| go(v, depth + 1))
+                    .collect(),
+            ),
+            Value::String(text) => {
+                let clean = redact_text(text);
+                if clean.len() <= PREVIEW_STRING_BYTES {
+                    return json!(clean);
+                }
+                let mut cut = PREVIEW_STRING_BYTES;
+                while !clean.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                json!(format!("{}...[truncated]", &clean[..cut]))
+            }
+            other => other.clone(),
+        }
+    }
+    go(value, 0)
 }
 
 impl Trace {
@@ -106,6 +245,65 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_values_are_redacted_wherever_they_are() {
+        let ghp = format!("ghp_{}", "a1".repeat(18));
+        let cases = [
+            (
+                format!("git push https://x:{ghp}@github.com/o/r"),
+                "git push https://x:[REDACTED]@github.com/o/r",
+            ),
+            ("git log --author alice".into(), "git log --author alice"),
+            (
+                format!("GH_TOKEN={ghp} gh pr list"),
+                "GH_TOKEN=[REDACTED] gh pr list",
+            ),
+            (format!("echo {ghp}"), "echo [REDACTED]"),
+            (
+                "curl -H 'Authorization: Bearer abc.def' x".into(),
+                "curl -H 'Authorization: Bearer [REDACTED]' x",
+            ),
+            (
+                "mysql --password hunter2 -e 'select 1'".into(),
+                "mysql --password [REDACTED] -e 'select 1'",
+            ),
+            (
+                "login --api-key=k123 now".into(),
+                "login --api-key=[REDACTED] now",
+            ),
+            (
+                "psql postgres://me:pw@db/x".into(),
+                "psql postgres://me:[REDACTED]@db/x",
+            ),
+            (
+                "aws --key AKIAABCDEFGHIJKLMNOP".into(),
+                "aws --key [REDACTED]",
+            ),
+            ("echo AKIAABCDEFGHIJKLMNOP".into(), "echo [REDACTED]"),
+            ("cargo test --workspace".into(), "cargo test --workspace"),
+            ("ls src/key_handling.rs".into(), "ls src/key_handling.rs"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(redact_text(&input), want, "{input}");
+        }
+        assert_eq!(
+            redact_text("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nabc"),
+            "[REDACTED]"
+        );
+    }
+
+    #[test]
+    fn previews_are_bounded() {
+        let long = "é".repeat(500);
+        let v = redact(&json!({"cmd": long, "list": (0..80).collect::<Vec<_>>()}));
+        let cmd = v["cmd"].as_str().unwrap();
+        assert!(
+            cmd.ends_with("...[truncated]") && cmd.len() <= 240 + 14,
+            "{cmd}"
+        );
+        assert_eq!(v["list"].as_array().unwrap().len(), 50);
+    }
 
     #[test]
     fn secrets_are_redacted_recursively() {

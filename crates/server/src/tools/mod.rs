@@ -7,6 +7,8 @@ mod patch;
 mod request_permissions;
 mod server_info;
 
+pub use files::rfc3339;
+
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 

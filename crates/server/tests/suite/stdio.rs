@@ -145,6 +145,13 @@ fn eof_ends_cleanly_and_stdout_is_protocol_only() {
     let mut s = StdioServer::start_with(
         command(ws.path(), &["--stdio"]).env("CODING_TOOLS_MCP_TRACE", "full"),
     );
+    let r = s.request(&call(0, "check_exec_environment", json!({})));
+    let runtime_dir = std::path::PathBuf::from(
+        r["result"]["structuredContent"]["runtime"]["runtime_dir"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(runtime_dir.is_dir());
     s.send(&init_request(1, "2025-11-25"));
     s.send(&call(
         2,
@@ -164,7 +171,7 @@ fn eof_ends_cleanly_and_stdout_is_protocol_only() {
     while s.stdout.next().is_some() {}
     while s.stderr.next().is_some() {}
     let out = s.stdout.seen.lock().unwrap().clone();
-    assert_eq!(out.len(), 4, "{out:?}");
+    assert_eq!(out.len(), 5, "{out:?}");
     for line in &out {
         let v: Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["jsonrpc"], "2.0");
@@ -178,12 +185,55 @@ fn eof_ends_cleanly_and_stdout_is_protocol_only() {
     assert!(err.contains("[REDACTED]"));
     assert!(!out.iter().any(|l| l.contains("\"event\"")));
     // The runtime directory is gone after exit.
-    let rt = ws.path().join(".runtime-tmp/coding-tools-mcp");
-    let leftovers: Vec<_> = std::fs::read_dir(&rt)
-        .map(|d| {
-            d.flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(!runtime_dir.exists(), "{}", runtime_dir.display());
+}
+
+#[test]
+fn trace_file_alone_traces_arguments_with_secret_values_redacted() {
+    let ws = workspace();
+    let trace = ws.path().join(".runtime-tmp/trace.jsonl");
+    let trace_arg = trace.to_str().unwrap().to_owned();
+    let mut s = StdioServer::start(ws.path(), &["--trace-file", &trace_arg]);
+    s.request(&init_request(0, "2025-06-18"));
+    let token = format!("ghp_{}", "Z9".repeat(18));
+    let long = "x".repeat(1000);
+    s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": format!("echo {token} | wc -c; echo {long} >/dev/null"), "env": {"A": "1"}}),
+    ));
+    s.request(&call(
+        2,
+        "search_text",
+        json!({"query": format!("password={token}")}),
+    ));
+    s.close_stdin();
+    s.wait();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(!text.contains(&token), "a token reached the trace: {text}");
+    let calls: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{text}");
+    let exec = &calls[0];
+    assert_eq!(exec["tool"], "exec_command");
+    assert_eq!(exec["status"], "exited", "{exec}");
+    assert!(exec["command_id"].is_string(), "{exec}");
+    assert!(exec["timestamp"].as_str().unwrap().ends_with('Z'));
+    let cmd = exec["args"]["cmd"].as_str().unwrap();
+    assert!(cmd.starts_with("echo [REDACTED] | wc -c"), "{cmd}");
+    assert!(cmd.ends_with("...[truncated]") && cmd.len() < 300, "{cmd}");
+    assert_eq!(exec["args"]["env"], "[REDACTED]");
+    assert_eq!(calls[1]["args"]["query"], "password=[REDACTED]");
+    // Nothing of the trace on stdout.
+    assert!(
+        !s.stdout
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("\"event\""))
+    );
 }
