@@ -9,7 +9,7 @@ use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
     RpcError, negotiate, server_info,
 };
-use ctm_workspace_fs::{ProjectContext, Workspace, project_context};
+use ctm_workspace_fs::{ProjectContext, Workspace, project_context_with};
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, ToolSpec};
@@ -101,29 +101,34 @@ impl Server {
         catalog::enabled_tools(self.config.view_image)
     }
 
-    pub fn project_context(&self) -> ProjectContext {
-        project_context(&self.workspace, &self.limits.context)
-    }
-
     /// The `instructions` of `initialize` and `server/discover`.
     pub fn instructions(&self) -> String {
-        let ctx = self.project_context();
-        let mut text = format!(
-            "Coding tools for the workspace {}. Paths are relative to that root. Change files only with apply_patch (dry_run=true shows the plan); run commands with exec_command and poll a running one with write_stdin and empty chars.",
+        self.instructions_and_context().0
+    }
+
+    /// The instructions and what they were made of. The whole text — the
+    /// preamble, the quoted files and the nested index — stays within the
+    /// context budget (20 KiB by default): the files get what the other two
+    /// leave.
+    pub fn instructions_and_context(&self) -> (String, ProjectContext) {
+        let total = self.limits.context.total_bytes;
+        let preamble = format!(
+            "Coding tools that work only inside the configured workspace {}: paths are relative to it, and nothing outside it is read, changed or run. Change files only with apply_patch (dry_run=true shows the plan); run commands with exec_command and poll a running one with write_stdin and empty chars.",
             self.workspace.root().display()
         );
+        let mut index = String::new();
+        let ctx = project_context_with(&self.workspace, &self.limits.context, |ctx| {
+            // At most an eighth of the budget, whole paths only.
+            index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
+            preamble.len() + 2 + index.len()
+        });
+        let mut text = preamble;
         if !ctx.text.is_empty() {
             text.push_str("\n\n");
             text.push_str(&ctx.text);
         }
-        if !ctx.nested.is_empty() {
-            text.push_str("\n\nNested instruction files (not loaded; read the one for the directory you work in): ");
-            text.push_str(&ctx.nested.join(", "));
-            if ctx.nested_truncated {
-                text.push_str(", ... (index truncated)");
-            }
-        }
-        text
+        text.push_str(&index);
+        (text, ctx)
     }
 
     fn capabilities() -> Value {
@@ -289,6 +294,46 @@ impl Server {
         }
         self.trace.event("tool_call", f);
     }
+}
+
+/// The nested-instruction index (with its leading blank line), at most
+/// `max` bytes: the paths that fit, then how many more there are.
+fn nested_index(nested: &[String], truncated: bool, max: usize) -> String {
+    if nested.is_empty() {
+        return String::new();
+    }
+    let head =
+        "\n\nNested instruction files (not loaded; read the one for the directory you work in): ";
+    // Room for the tail: ", and 9999 more (index truncated)".
+    let tail_room = 40;
+    let mut text = head.to_owned();
+    let mut listed = 0;
+    for path in nested {
+        let sep = if listed == 0 { "" } else { ", " };
+        if text.len() + sep.len() + path.len() + tail_room > max {
+            break;
+        }
+        text.push_str(sep);
+        text.push_str(path);
+        listed += 1;
+    }
+    let more = nested.len() - listed;
+    match (more, truncated) {
+        (0, false) => {}
+        (0, true) => text.push_str(", ... (index truncated)"),
+        (n, t) => {
+            let t = if t { " (index truncated)" } else { "" };
+            if listed == 0 {
+                text.push_str(&format!("{n} files, none listed here{t}"));
+            } else {
+                text.push_str(&format!(", and {n} more{t}"));
+            }
+        }
+    }
+    if text.len() > max {
+        return String::new();
+    }
+    text
 }
 
 fn gates_for(config: &Config) -> Gates {

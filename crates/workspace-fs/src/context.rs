@@ -88,7 +88,21 @@ const RECEIPT_RESERVE: usize = 320;
 
 /// Loads the root instruction files of `ws` within `limits`.
 pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext {
+    project_context_with(ws, limits, |_| 0)
+}
+
+/// [`project_context`] for a caller that puts text of its own around the
+/// quoted files (a preamble, the nested index) and wants the whole within
+/// `limits.total_bytes`: once the nested index is known, `reserve` says how
+/// many bytes to leave free, and the files are quoted in the rest.
+pub fn project_context_with(
+    ws: &Workspace,
+    limits: &ContextLimits,
+    reserve: impl FnOnce(&ProjectContext) -> usize,
+) -> ProjectContext {
     let mut ctx = ProjectContext::default();
+    index_nested(ws.root(), limits, &mut ctx);
+    let total_bytes = limits.total_bytes.saturating_sub(reserve(&ctx));
     let mut seen = HashSet::new();
     let mut candidates = Vec::new();
     for name in ROOT_INSTRUCTION_FILES {
@@ -131,11 +145,10 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
             continue;
         }
         let header = format!("Project instructions from {name}:\n");
-        let room = limits
-            .total_bytes
+        let room = total_bytes
             .saturating_sub(used + receipts_left + header.len() + RECEIPT_RESERVE)
             .min(limits.per_file_bytes);
-        let body = match read_prefix(handle, if room < MIN_QUOTE_BYTES { 0 } else { room }) {
+        let quote = match read_prefix(handle, if room < MIN_QUOTE_BYTES { 0 } else { room }) {
             Ok(b) => b,
             Err(e) => {
                 ctx.warnings.push(format!("{name} could not be read: {e}"));
@@ -145,6 +158,7 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
                 continue;
             }
         };
+        let body = quote.text;
         if body.len() < MIN_QUOTE_BYTES.min(size as usize) {
             let s = format!(
                 "[omitted: {name} ({size} bytes) did not fit the {}-byte instruction budget; read it with read_file(path=\"{name}\")]",
@@ -158,8 +172,19 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
         let mut section = header;
         section.push_str(&body);
         file.omitted = false;
-        file.included_bytes = body.len();
-        if (body.len() as u64) < size {
+        // Bytes of the file, which differ from the text's when invalid
+        // UTF-8 was replaced: `included_bytes` + the rest = `size_bytes`.
+        file.included_bytes = quote.file_bytes;
+        if quote.invalid_sequences > 0 && !section.ends_with('\n') {
+            section.push('\n');
+        }
+        if quote.invalid_sequences > 0 {
+            section.push_str(&format!(
+                "[{name} is not valid UTF-8: {} invalid byte sequence(s) shown as U+FFFD]",
+                quote.invalid_sequences
+            ));
+        }
+        if (quote.file_bytes as u64) < size {
             file.truncated = true;
             let next_line = body.matches('\n').count() + 1;
             if !section.ends_with('\n') {
@@ -167,7 +192,7 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
             }
             section.push_str(&format!(
                 "[truncated: {name} is {size} bytes; the first {} are shown. Continue with read_file(path=\"{name}\", start_line={next_line})]",
-                body.len()
+                quote.file_bytes
             ));
         }
         used += section.len();
@@ -175,24 +200,53 @@ pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext
         ctx.files.push(file);
     }
     ctx.text = sections.join("\n\n");
-    index_nested(ws.root(), limits, &mut ctx);
     ctx
 }
 
-/// Reads at most `limit` bytes, cut back to a UTF-8 boundary. Invalid UTF-8
-/// is replaced, so the instructions stay text.
-fn read_prefix(file: std::fs::File, limit: usize) -> std::io::Result<String> {
+/// The start of a file as text.
+struct Quote {
+    /// At most the limit's bytes of text.
+    text: String,
+    /// How many bytes of the file that text stands for.
+    file_bytes: usize,
+    /// Invalid UTF-8 sequences replaced by U+FFFD.
+    invalid_sequences: usize,
+}
+
+/// Reads the start of `file` as at most `limit` bytes of text, ending on a
+/// whole character; each invalid UTF-8 sequence becomes U+FFFD (3 bytes of
+/// text), so the instructions stay text and within budget.
+fn read_prefix(file: std::fs::File, limit: usize) -> std::io::Result<Quote> {
     let mut buf = Vec::with_capacity(limit.min(64 * 1024));
-    file.take(limit as u64 + 4).read_to_end(&mut buf)?;
-    if buf.len() <= limit {
-        return Ok(String::from_utf8_lossy(&buf).into_owned());
+    // Up to 3 bytes more: a character the limit cuts is recognised as cut,
+    // not mistaken for invalid.
+    file.take(limit as u64 + 3).read_to_end(&mut buf)?;
+    let mut q = Quote {
+        text: String::new(),
+        file_bytes: 0,
+        invalid_sequences: 0,
+    };
+    'chunks: for chunk in buf.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if q.text.len() + c.len_utf8() > limit {
+                break 'chunks;
+            }
+            q.text.push(c);
+            q.file_bytes += c.len_utf8();
+        }
+        let bad = chunk.invalid();
+        if bad.is_empty() {
+            continue;
+        }
+        let at_end = q.file_bytes + bad.len() == buf.len();
+        if q.text.len() + 3 > limit || (at_end && buf.len() > limit) {
+            break;
+        }
+        q.text.push('\u{FFFD}');
+        q.file_bytes += bad.len();
+        q.invalid_sequences += 1;
     }
-    let mut cut = limit;
-    while cut > 0 && (buf[cut] & 0b1100_0000) == 0b1000_0000 {
-        cut -= 1;
-    }
-    buf.truncate(cut);
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok(q)
 }
 
 fn index_nested(root: &Path, limits: &ContextLimits, ctx: &mut ProjectContext) {
@@ -309,5 +363,52 @@ mod tests {
         let c = project_context(&w, &ContextLimits::default());
         assert!(!c.text.contains("SECRET"));
         assert_eq!(c.warnings.len(), 1);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_the_counts_add_up() {
+        let t = tempfile::tempdir().unwrap();
+        let mut body = b"rules \xff\xfe here\n".to_vec();
+        body.extend(std::iter::repeat_n(b'\xff', 30_000));
+        std::fs::write(t.path().join("AGENTS.md"), &body).unwrap();
+        let w = Workspace::open(t.path()).unwrap();
+        let limits = ContextLimits::default();
+        let c = project_context(&w, &limits);
+        let f = &c.files[0];
+        assert!(c.text.len() <= limits.total_bytes, "{}", c.text.len());
+        assert_eq!(f.size_bytes, body.len() as u64);
+        assert!(f.truncated && f.included_bytes < body.len());
+        assert!(
+            c.text.contains("rules \u{FFFD}\u{FFFD} here"),
+            "{}",
+            &c.text[..80]
+        );
+        assert!(c.text.contains("is not valid UTF-8"));
+        let shown = format!("the first {} are shown", f.included_bytes);
+        assert!(c.text.contains(&shown), "{shown}");
+        // Each replacement stands for one invalid byte here.
+        let quoted = c.text.split("AGENTS.md:\n").nth(1).unwrap();
+        let replaced = quoted.matches('\u{FFFD}').count();
+        assert_eq!(f.included_bytes, "rules  here\n".len() + replaced);
+    }
+
+    #[test]
+    fn a_reserve_is_left_free() {
+        let (_t, w) = ws_with(&[
+            ("AGENTS.md", "a".repeat(30_000)),
+            ("x/AGENTS.md", "n".into()),
+        ]);
+        let limits = ContextLimits::default();
+        let mut seen = Vec::new();
+        let c = project_context_with(&w, &limits, |ctx| {
+            seen = ctx.nested.clone();
+            5_000
+        });
+        assert_eq!(seen, vec!["x/AGENTS.md".to_string()]);
+        assert!(
+            c.text.len() <= limits.total_bytes - 5_000,
+            "{}",
+            c.text.len()
+        );
     }
 }

@@ -38,7 +38,9 @@ mod read;
 mod search;
 
 pub use confine::{confined_with, gitdir_link, walks_confined};
-pub use context::{ContextLimits, InstructionFile, ProjectContext, project_context};
+pub use context::{
+    ContextLimits, InstructionFile, ProjectContext, project_context, project_context_with,
+};
 pub use error::FsError;
 pub use image::{ImageOutcome, ImageRequest, MAX_SOURCE_BYTES, view_image};
 pub use list::{

@@ -37,7 +37,7 @@ pub fn annotation_override(server: &Server) -> Value {
 
 pub fn run(server: &Server) -> ToolSuccess {
     let cfg = &server.config;
-    let ctx = server.project_context();
+    let (instructions, ctx) = server.instructions_and_context();
     let gates = server.gates();
     let tools: Vec<&str> = server.tools().map(|t| t.name).collect();
     let runtime = match &server.runtime_dirs {
@@ -155,7 +155,7 @@ pub fn run(server: &Server) -> ToolSuccess {
             "nested_instruction_files": ctx.nested,
             "nested_index_truncated": ctx.nested_truncated,
             "warnings": ctx.warnings,
-            "instructions_bytes": ctx.text.len(),
+            "instructions_bytes": instructions.len(),
         }),
     );
     s.insert("limits".into(), server.limits.to_json());
@@ -175,10 +175,11 @@ pub fn run(server: &Server) -> ToolSuccess {
         server.workspace.root().display(),
         tools.len(),
         cfg.permission_mode.as_str(),
-        if cfg.auth_token.is_some() {
-            "bearer"
-        } else {
-            "none"
+        match (cfg.auth_token.is_some(), cfg.oauth_mode && !cfg.stdio) {
+            (true, true) => "bearer + OAuth",
+            (false, true) => "OAuth",
+            (true, false) => "bearer",
+            (false, false) => "none",
         },
         all_versions_newest_first().join(", "),
     );

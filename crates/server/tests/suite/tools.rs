@@ -248,3 +248,106 @@ fn text_json_mode_is_opt_in() {
     assert_eq!(parsed, r["result"]["structuredContent"]);
     assert_eq!(parsed["text_json"], true);
 }
+
+fn instructions_of(ws: &std::path::Path) -> (String, Value) {
+    let mut s = StdioServer::start(ws, &[]);
+    let init = s.request(&init_request(0, "2025-06-18"));
+    let text = init["result"]["instructions"].as_str().unwrap().to_owned();
+    let info = s.request(&call(1, "server_info", json!({})));
+    (text, info["result"]["structuredContent"].clone())
+}
+
+#[test]
+fn instructions_stay_within_budget_with_preamble_and_index() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("AGENTS.md"), "rule\n".repeat(6_000)).unwrap();
+    std::fs::write(ws.path().join("CLAUDE.md"), "more\n".repeat(6_000)).unwrap();
+    for i in 0..60 {
+        let dir = ws
+            .path()
+            .join(format!("module-with-a-rather-long-name-{i:03}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("AGENTS.md"), "nested\n").unwrap();
+    }
+    let (text, info) = instructions_of(ws.path());
+    assert!(text.len() <= 20 * 1024, "{} bytes", text.len());
+    assert!(
+        text.contains("only inside the configured workspace"),
+        "{}",
+        &text[..200]
+    );
+    assert!(text.contains("Project instructions from AGENTS.md"));
+    assert!(text.contains("module-with-a-rather-long-name-000/AGENTS.md"));
+    assert!(text.contains("more"), "the index says what it left out");
+    let ctx = &info["project_context"];
+    assert_eq!(ctx["instructions_bytes"], text.len(), "{ctx}");
+}
+
+#[test]
+fn non_utf8_instructions_report_byte_counts_that_add_up() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut body = b"# Rules\ncaf\xe9 au lait\n".to_vec();
+    body.extend(std::iter::repeat_n(0xffu8, 25_000));
+    std::fs::write(ws.path().join("AGENTS.md"), &body).unwrap();
+    let (text, info) = instructions_of(ws.path());
+    assert!(text.len() <= 20 * 1024, "{} bytes", text.len());
+    assert!(text.contains("caf\u{FFFD} au lait"), "{}", &text[..400]);
+    assert!(text.contains("not valid UTF-8"));
+    let file = &info["project_context"]["root_instruction_files"][0];
+    assert_eq!(file["size_bytes"], body.len(), "{file}");
+    let included = file["included_bytes"].as_u64().unwrap();
+    assert!(included < body.len() as u64);
+    assert!(
+        text.contains(&format!(
+            "AGENTS.md is {} bytes; the first {included} are shown",
+            body.len()
+        )),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+    // What was quoted stands for exactly `included` bytes of the file.
+    let quoted = text
+        .split("Project instructions from AGENTS.md:\n")
+        .nth(1)
+        .unwrap();
+    let quoted = quoted
+        .split("\n[AGENTS.md is not valid UTF-8")
+        .next()
+        .unwrap();
+    let replaced = quoted.matches('\u{FFFD}').count();
+    assert_eq!(
+        quoted.len() - 2 * replaced,
+        usize::try_from(included).unwrap()
+    );
+}
+
+#[test]
+fn server_info_text_names_the_auth_mode() {
+    let ws = workspace();
+    let mut c = command(
+        ws.path(),
+        &["--port", "0", "--oauth-mode", "--auth-token", "tok-7"],
+    );
+    c.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", "pw-123456");
+    let s = HttpServer::start_with(&mut c);
+    let r = s
+        .post(
+            &call(1, "server_info", json!({})),
+            &[("Authorization", "Bearer tok-7")],
+        )
+        .json();
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Auth: bearer + OAuth"), "{text}");
+    let (text, _) = {
+        let mut s = StdioServer::start(ws.path(), &[]);
+        let r = s.request(&call(1, "server_info", json!({})));
+        (
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            (),
+        )
+    };
+    assert!(text.contains("Auth: none"), "{text}");
+}
