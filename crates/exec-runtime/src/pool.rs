@@ -142,6 +142,10 @@ pub struct Delta {
     pub head_bytes: u64,
     /// Bytes of `text` after the gap.
     pub tail_bytes: u64,
+    /// Bytes of the stream evicted from the retained buffer so far (no
+    /// longer readable with `read_output`), whether or not this answer
+    /// would have shown them.
+    pub dropped_bytes: u64,
 }
 
 impl Delta {
@@ -1157,6 +1161,7 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         elided,
         head_bytes,
         tail_bytes,
+        dropped_bytes: buf.evicted_gap(),
     }
 }
 

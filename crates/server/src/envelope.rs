@@ -98,6 +98,14 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
             let mut structured = Map::new();
             structured.insert("ok".into(), json!(false));
             structured.extend(e.extra);
+            let mut details = match e.details {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            // The reference implementation's clients read the advice here.
+            details
+                .entry("retry_hint")
+                .or_insert_with(|| json!(e.recovery));
             structured.insert(
                 "error".into(),
                 json!({
@@ -105,7 +113,7 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
                     "message": e.message,
                     "category": e.category.as_str(),
                     "retryable": e.retryable,
-                    "details": if e.details.is_object() { e.details } else { json!({}) },
+                    "details": details,
                     "recovery": e.recovery,
                 }),
             );

@@ -158,7 +158,9 @@ fn render(
     st.insert("stderr_truncated".into(), json!(s.stderr.truncated()));
     st.insert("stdout_omitted_bytes".into(), json!(s.stdout.omitted_bytes));
     st.insert("stderr_omitted_bytes".into(), json!(s.stderr.omitted_bytes));
-    // The reference's names: what cut the inline text, and how much it shows.
+    // The reference's names: what cut the inline text, how much it shows
+    // (bytes, and lines counted as its pieces between newlines, when the
+    // text is there), and what the buffer has evicted.
     for (name, d) in [("stdout", &s.stdout), ("stderr", &s.stderr)] {
         st.insert(
             format!("{name}_truncated_by"),
@@ -168,6 +170,14 @@ fn render(
             format!("{name}_output_bytes"),
             json!(d.head_bytes + d.tail_bytes),
         );
+        if let Some(lines) = st
+            .get(name)
+            .and_then(Value::as_str)
+            .map(|t| t.matches('\n').count() + 1)
+        {
+            st.insert(format!("{name}_output_lines"), json!(lines));
+        }
+        st.insert(format!("{name}_dropped_bytes"), json!(d.dropped_bytes));
     }
     let truncated = s.stdout.truncated()
         || s.stderr.truncated()

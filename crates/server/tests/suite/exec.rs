@@ -457,3 +457,31 @@ fn one_poll_suffices_and_an_ended_command_says_how_it_ended() {
         "{r}"
     );
 }
+
+#[test]
+fn reference_output_counters_and_retry_hints() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "seq 1 5; echo err >&2"}),
+    )));
+    // As the reference counts them: pieces between newlines.
+    assert_eq!(v["stdout_output_lines"], 6, "{v}");
+    assert_eq!(v["stderr_output_lines"], 2);
+    assert_eq!(v["stdout_dropped_bytes"], 0);
+    // More than the retained buffer: the evicted bytes are counted.
+    let v = sc(&s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "head -c 5000000 /dev/zero | tr '\\0' a", "max_output_bytes": 1000}),
+    )));
+    let dropped = v["stdout_dropped_bytes"].as_u64().unwrap();
+    assert!(dropped > 0 && dropped < 5_000_000, "{v}");
+    // Advice sits where the reference's clients read it, too.
+    let r = s.request(&call(3, "kill_command", json!({"command_id": "nope"})));
+    let e = &sc(&r)["error"];
+    assert_eq!(e["code"], "COMMAND_NOT_FOUND");
+    assert_eq!(e["details"]["retry_hint"], e["recovery"], "{e}");
+}
