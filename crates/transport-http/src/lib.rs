@@ -14,6 +14,7 @@
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
+mod length;
 mod origin;
 mod service;
 
