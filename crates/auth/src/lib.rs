@@ -19,7 +19,7 @@ mod oauth;
 
 pub use oauth::{
     AuthRequest, AuthResponse, ClientAuth, OAuthConfig, OAuthConfigError, OAuthServer,
-    parse_token_secret, random_token, resource_url,
+    parse_token_secret, random_token, redirect_uri_allowed, resource_url,
 };
 pub use ring::rand::SystemRandom;
 

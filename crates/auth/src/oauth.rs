@@ -225,8 +225,8 @@ fn html_escape(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// Redirect URIs must be https, or http on a loopback host.
-fn redirect_uri_allowed(uri: &str) -> bool {
+/// Redirect URIs must be https, or http on a loopback host, without a fragment.
+pub fn redirect_uri_allowed(uri: &str) -> bool {
     if uri.contains('#') {
         return false;
     }
@@ -254,6 +254,15 @@ pub fn resource_url(base_url: &str) -> String {
     format!("{}/mcp", base_url.trim_end_matches('/'))
 }
 
+/// The canonical resource a client's `resource` parameter names, if it names
+/// this server: its `/mcp` endpoint (what our metadata advertises) or its
+/// base URL (what the reference advertises), a trailing slash ignored.
+fn canonical_resource(given: &str, base: &str) -> Option<String> {
+    let given = given.trim_end_matches('/');
+    let base = base.trim_end_matches('/');
+    (given == base || given == resource_url(base)).then(|| resource_url(base))
+}
+
 impl OAuthServer {
     /// A server with `cfg`.
     pub fn new(cfg: OAuthConfig) -> Self {
@@ -265,8 +274,9 @@ impl OAuthServer {
                 Client {
                     secret_digest: secret.as_ref().map(|s| sha(s.as_bytes())),
                     redirect_uris: uris.clone(),
+                    // As the reference registers it: a secret travels in the form.
                     auth: if secret.is_some() {
-                        ClientAuth::SecretBasic
+                        ClientAuth::SecretPost
                     } else {
                         ClientAuth::None
                     },
@@ -369,12 +379,26 @@ impl OAuthServer {
                 "token_endpoint_auth_method must be none, client_secret_post or client_secret_basic",
             );
         };
-        if let Some(g) = meta.get("grant_types").and_then(Value::as_array)
-            && !g
-                .iter()
-                .all(|x| matches!(x.as_str(), Some("authorization_code" | "refresh_token")))
-        {
-            return bad("only the authorization_code grant is supported");
+        // As the reference: each list must be strings, is narrowed to what
+        // this server supports, and must keep at least one value.
+        for (field, supported) in [
+            ("grant_types", "authorization_code"),
+            ("response_types", "code"),
+        ] {
+            let Some(requested) = meta.get(field) else {
+                continue;
+            };
+            let Some(items) = requested
+                .as_array()
+                .filter(|a| a.iter().all(Value::is_string))
+            else {
+                return bad(&format!("{field} must be an array of strings"));
+            };
+            if !items.iter().any(|v| v.as_str() == Some(supported)) {
+                return bad(&format!(
+                    "{field} must include {supported}, the only supported value"
+                ));
+            }
         }
         let (Ok(id), Ok(secret)) = (random_token(&self.rng, 16), random_token(&self.rng, 32))
         else {
@@ -473,10 +497,10 @@ impl OAuthServer {
             .get("resource")
             .cloned()
             .unwrap_or_else(|| resource_url(base));
-        if resource.trim_end_matches('/') != resource_url(base) {
+        if canonical_resource(&resource, base).is_none() {
             return Err(redirect_err(
                 "invalid_target",
-                "resource must be this server's /mcp endpoint",
+                "resource must identify this server (its base URL or its /mcp endpoint)",
             ));
         }
         Ok((client_id, redirect_uri))
@@ -534,7 +558,7 @@ impl OAuthServer {
         };
         let resource = p
             .get("resource")
-            .cloned()
+            .and_then(|r| canonical_resource(r, base))
             .unwrap_or_else(|| resource_url(base));
         self.codes.lock().unwrap_or_else(|e| e.into_inner()).insert(
             code.clone(),
@@ -542,7 +566,7 @@ impl OAuthServer {
                 client_id,
                 redirect_uri: redirect_uri.clone(),
                 challenge: p.get("code_challenge").cloned().unwrap_or_default(),
-                resource: resource.trim_end_matches('/').to_owned(),
+                resource,
                 scope: p.get("scope").cloned().unwrap_or_else(|| "mcp".into()),
                 expires: SystemTime::now() + self.cfg.code_ttl,
             },
@@ -587,6 +611,7 @@ impl OAuthServer {
             h.strip_prefix("Basic ")
                 .or_else(|| h.strip_prefix("basic "))
         });
+        let form_id = p.get("client_id");
         let (client_id, secret, method) = match basic {
             Some(b) => {
                 let decoded = base64::engine::general_purpose::STANDARD
@@ -601,34 +626,37 @@ impl OAuthServer {
                     ClientAuth::SecretBasic,
                 )
             }
-            None => match p.get("client_secret") {
-                Some(s) => (
-                    p.get("client_id").cloned().unwrap_or_default(),
-                    Some(s.clone()),
-                    ClientAuth::SecretPost,
-                ),
-                None => (
-                    p.get("client_id").cloned().unwrap_or_default(),
-                    None,
-                    ClientAuth::None,
-                ),
-            },
+            None => (
+                form_id.cloned().unwrap_or_default(),
+                p.get("client_secret").cloned(),
+                if p.contains_key("client_secret") {
+                    ClientAuth::SecretPost
+                } else {
+                    ClientAuth::None
+                },
+            ),
         };
-        let invalid_client = || AuthResponse {
-            headers: vec![
-                (
-                    "www-authenticate".into(),
-                    "Basic realm=\"coding-tools-mcp\"".into(),
-                ),
-                ("content-type".into(), "application/json".into()),
-                ("cache-control".into(), "no-store".into()),
-            ],
-            ..AuthResponse::error(
-                401,
+        // RFC 6749 §5.2: 401 with a challenge when the client tried HTTP
+        // authentication, else 400 (as the reference answers every case).
+        let status = if basic.is_some() { 401 } else { 400 };
+        let invalid_client = || {
+            let mut r = AuthResponse::error(
+                status,
                 "invalid_client",
                 "client authentication failed (unknown client, wrong secret, or not the method it registered)",
-            )
+            );
+            if status == 401 {
+                r.headers.push((
+                    "www-authenticate".into(),
+                    "Basic realm=\"coding-tools-mcp\"".into(),
+                ));
+            }
+            r
         };
+        // A form client_id beside HTTP Basic must name the same client.
+        if basic.is_some() && form_id.is_some_and(|f| *f != client_id) {
+            return invalid_client();
+        }
         {
             let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
             let Some(client) = clients.get(&client_id) else {
@@ -675,7 +703,7 @@ impl OAuthServer {
             return grant("PKCE verification failed");
         }
         if let Some(r) = p.get("resource")
-            && r.trim_end_matches('/') != code.resource
+            && canonical_resource(r, base).as_ref() != Some(&code.resource)
         {
             return AuthResponse::error(
                 400,

@@ -238,6 +238,11 @@ fn prepare_handshake(req: Request, headers: Option<&MirrorHeaders>) -> Prepared 
     let mut version = NEWEST_HANDSHAKE_VERSION.to_owned();
     if let Some(h) = headers {
         if let Err(e) = check_handshake_headers(h) {
+            if e.code == ErrorCode::InvalidRequest {
+                // A version from neither era is the transport's refusal before
+                // dispatch, notification or not: `id: null`, as the reference.
+                return Prepared::Reply(Reply::error(400, Some(&Value::Null), &e));
+            }
             return reply_to(&req, Era::Handshake, 400, &e);
         }
         if let Some(v) = h

@@ -54,17 +54,187 @@ pub struct Rejection {
 
 /// Parses one message: `-32700` for bytes that are not JSON, `-32600` for a batch
 /// or an envelope that is not JSON-RPC 2.0.
+///
+/// A string escape of a lone UTF-16 surrogate (`"\ud800"`) is grammatical JSON
+/// that a Rust string cannot hold; it is read as U+FFFD rather than refusing
+/// the whole message. When the bytes still do not parse, the error carries the
+/// message's top-level `id` if that much could be read.
 pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| Rejection {
-        error: RpcError::new(
-            ErrorCode::ParseError,
-            format!("Parse error: {e}"),
-            "parse_error",
-        ),
-        id: None,
-        status: 400,
-    })?;
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(first) => match replace_lone_surrogates(bytes)
+            .as_deref()
+            .map(serde_json::from_slice::<Value>)
+        {
+            Some(Ok(v)) => v,
+            _ => {
+                return Err(Box::new(Rejection {
+                    error: RpcError::new(
+                        ErrorCode::ParseError,
+                        format!("Parse error: {first}"),
+                        "parse_error",
+                    ),
+                    id: probe_id(bytes),
+                    status: 400,
+                }));
+            }
+        },
+    };
     from_value(value).map_err(Box::new)
+}
+
+/// Rewrites each `\uXXXX` escape of an unpaired surrogate as `\uFFFD` (same
+/// length, so positions in error messages stay true). `None` when there is none.
+fn replace_lone_surrogates(bytes: &[u8]) -> Option<Vec<u8>> {
+    let escape_at = |b: &[u8], i: usize| -> Option<u16> {
+        let esc = b.get(i..i + 6)?;
+        if esc[0] != b'\\' || esc[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&esc[2..]).ok()?, 16).ok()
+    };
+    let is_high = |u: u16| (0xD800..0xDC00).contains(&u);
+    let is_low = |u: u16| (0xDC00..0xE000).contains(&u);
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape_at(bytes, i) {
+            Some(u) if is_high(u) && escape_at(bytes, i + 6).is_some_and(is_low) => i += 12,
+            Some(u) if is_high(u) || is_low(u) => {
+                out.get_or_insert_with(|| bytes.to_vec())[i..i + 6].copy_from_slice(b"\\uFFFD");
+                i += 6;
+            }
+            Some(_) => i += 6,
+            // Any other escape is two bytes (`\\` must not start another escape).
+            None => i += 2,
+        }
+    }
+    out
+}
+
+/// The top-level `"id"` of bytes that did not parse, when it is a string or
+/// an integer: a linear scan of the outer object that skips every other value
+/// without judging it, so an odd value elsewhere does not hide the id.
+fn probe_id(bytes: &[u8]) -> Option<Value> {
+    let mut scan = Scan { bytes, at: 0 };
+    scan.ws();
+    if !scan.eat(b'{') {
+        return None;
+    }
+    let mut id = None;
+    loop {
+        scan.ws();
+        let Some(key) = scan.string() else {
+            return id;
+        };
+        scan.ws();
+        if !scan.eat(b':') {
+            return id;
+        }
+        scan.ws();
+        let Some(value) = scan.value() else {
+            return id;
+        };
+        if key == b"\"id\"" {
+            // The last occurrence wins, as when the message parses.
+            id = serde_json::from_slice::<Value>(value)
+                .ok()
+                .filter(|v| v.is_string() || v.is_i64() || v.is_u64());
+        }
+        scan.ws();
+        if !scan.eat(b',') {
+            return id;
+        }
+    }
+}
+
+/// A cursor over bytes that may not be JSON.
+struct Scan<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        if hit {
+            self.at += 1;
+        }
+        hit
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// A whole string token, quotes included.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let start = self.at;
+        if !self.eat(b'"') {
+            return None;
+        }
+        loop {
+            match self.peek()? {
+                b'\\' => self.at += 2,
+                b'"' => {
+                    self.at += 1;
+                    return self.bytes.get(start..self.at);
+                }
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// One value's bytes: a string, a bracketed value (nesting counted, not
+    /// recursed into), or a bare token up to the next delimiter.
+    fn value(&mut self) -> Option<&'a [u8]> {
+        let start = self.at;
+        match self.peek()? {
+            b'"' => {
+                self.string()?;
+            }
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.saturating_sub(1);
+                            if depth == 0 {
+                                self.at += 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.at += 1;
+                }
+            }
+            _ => {
+                while !matches!(
+                    self.peek(),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                ) {
+                    self.at += 1;
+                }
+            }
+        }
+        self.bytes.get(start..self.at)
+    }
 }
 
 fn invalid(message: &str, reason: &str, id: Option<Value>) -> Rejection {
@@ -89,12 +259,12 @@ fn from_value(value: Value) -> Result<Message, Rejection> {
                 ..invalid("JSON-RPC batches are not supported", "batch", None)
             });
         }
+        // Not a request at all, like a batch: the transport refuses it.
         _ => {
-            return Err(invalid(
-                "a message must be a JSON object",
-                "not_an_object",
-                None,
-            ));
+            return Err(Rejection {
+                status: 400,
+                ..invalid("a message must be a JSON object", "not_an_object", None)
+            });
         }
     };
     let id = match obj.remove("id") {
@@ -102,11 +272,7 @@ fn from_value(value: Value) -> Result<Message, Rejection> {
         Some(id @ Value::String(_)) => Some(id),
         Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
         Some(_) => {
-            return Err(invalid(
-                "id must be a string or an integer",
-                "invalid_id",
-                None,
-            ));
+            return Err(invalid("id must be a string or an integer", "id", None));
         }
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -114,17 +280,19 @@ fn from_value(value: Value) -> Result<Message, Rejection> {
     }
     let method = match obj.remove("method") {
         Some(Value::String(m)) => m,
-        Some(_) => return Err(invalid("method must be a string", "invalid_method", id)),
+        Some(_) => return Err(invalid("method must be a string", "method", id)),
         None if obj.contains_key("result") || obj.contains_key("error") => {
             return Ok(Message::Response);
         }
-        None => return Err(invalid("method is required", "missing_method", id)),
+        None => return Err(invalid("method is required", "method", id)),
     };
     let params = match obj.remove("params") {
-        None => None,
+        // `null` params are no params, as in the reference.
+        None | Some(Value::Null) => None,
         Some(Value::Object(p)) => Some(p),
-        // JSON-RPC allows positional params; no MCP method takes them.
-        Some(Value::Array(_)) => {
+        // JSON-RPC allows positional params; no MCP method takes them, and a
+        // scalar is no better: both are invalid params, as in the reference.
+        Some(_) => {
             return Err(Rejection {
                 error: RpcError::new(
                     ErrorCode::InvalidParams,
@@ -134,13 +302,6 @@ fn from_value(value: Value) -> Result<Message, Rejection> {
                 id,
                 status: 200,
             });
-        }
-        Some(_) => {
-            return Err(invalid(
-                "params must be an object",
-                "params_not_structured",
-                id,
-            ));
         }
     };
     Ok(Message::Request(Request { id, method, params }))
@@ -181,36 +342,132 @@ mod tests {
 
     #[test]
     fn envelope_errors_are_invalid_requests_with_200() {
-        for (body, id) in [
-            (&br#"5"#[..], None),
-            (br#""x""#, None),
+        for (body, id, reason) in [
             (
-                br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                &br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#[..],
                 Some(json!(1)),
+                "jsonrpc_version",
             ),
-            (br#"{"id":"a","method":"ping"}"#, Some(json!("a"))),
-            (br#"{"jsonrpc":"2.0","id":2,"method":5}"#, Some(json!(2))),
-            (br#"{"jsonrpc":"2.0","id":2}"#, Some(json!(2))),
-            (br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, None),
             (
-                br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":7}"#,
-                Some(json!(3)),
+                br#"{"id":"a","method":"ping"}"#,
+                Some(json!("a")),
+                "jsonrpc_version",
             ),
+            (
+                br#"{"jsonrpc":"2.0","id":2,"method":5}"#,
+                Some(json!(2)),
+                "method",
+            ),
+            (br#"{"jsonrpc":"2.0","id":2}"#, Some(json!(2)), "method"),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                None,
+                "id",
+            ),
+            (br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, None, "id"),
+            (br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, None, "id"),
         ] {
             let r = reject(body);
             assert_eq!(r.error.code, ErrorCode::InvalidRequest, "{body:?}");
             assert_eq!(r.status, 200);
             assert_eq!(r.id, id, "{}", String::from_utf8_lossy(body));
+            assert_eq!(r.error.data.unwrap()["reason"], reason);
         }
     }
 
     #[test]
-    fn positional_params_are_invalid_params() {
-        let r = reject(br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}"#);
-        assert_eq!(r.error.code, ErrorCode::InvalidParams);
-        assert_eq!(r.id, Some(json!(3)));
+    fn a_json_value_that_is_not_an_object_is_refused_with_400() {
+        for body in [&b"5"[..], br#""x""#, b"null", b"true"] {
+            let r = reject(body);
+            assert_eq!((r.error.code, r.status), (ErrorCode::InvalidRequest, 400));
+            assert_eq!(r.id, None);
+        }
+    }
+
+    #[test]
+    fn params_that_are_not_an_object_are_invalid_params() {
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}"#[..],
+            br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":7}"#,
+            br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":"x"}"#,
+        ] {
+            let r = reject(body);
+            assert_eq!(r.error.code, ErrorCode::InvalidParams);
+            assert_eq!(r.id, Some(json!(3)));
+        }
+        let Message::Request(r) =
+            parse_message(br#"{"jsonrpc":"2.0","id":3,"method":"ping","params":null}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.params, None);
+    }
+
+    #[test]
+    fn lone_surrogates_read_as_replacement_characters() {
+        let Message::Request(r) = parse_message(
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"x\ud800y","b":"\udc00","c":"\ud83d\ude00","d":"\\ud800"}}"#,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        let p = r.params.unwrap();
+        assert_eq!(p["a"], "x\u{FFFD}y");
+        assert_eq!(p["b"], "\u{FFFD}");
+        assert_eq!(p["c"], "\u{1F600}", "a real pair is kept");
+        assert_eq!(p["d"], "\\ud800", "an escaped backslash is not an escape");
+    }
+
+    #[test]
+    fn unparsable_messages_keep_a_readable_id() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"_meta":{{"x":{}{}}}}}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        for (body, id) in [
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":NaN}}}"#
+                    .to_vec(),
+                Some(json!(1)),
+            ),
+            (
+                br#"{"params":{"_meta":{"x":[Infinity,{"id":9}]}},"id":7,"method":"ping"}"#
+                    .to_vec(),
+                Some(json!(7)),
+            ),
+            (deep.into_bytes(), Some(json!("deep"))),
+            (br#"{"jsonrpc":"2.0","id":1.5,"x":NaN}"#.to_vec(), None),
+            (br#"{"id":null,"x":NaN}"#.to_vec(), None),
+            (b"{not json".to_vec(), None),
+            (br#"{"id":1"#.to_vec(), Some(json!(1))),
+            (br#"{"id""#.to_vec(), None),
+            (br#"[{"id":1},NaN]"#.to_vec(), None),
+        ] {
+            let r = reject(&body);
+            let text = String::from_utf8_lossy(&body).into_owned();
+            assert_eq!(r.error.code, ErrorCode::ParseError, "{text}");
+            assert_eq!(r.id, id, "{text}");
+        }
+    }
+
+    #[test]
+    fn probing_truncated_or_hostile_bytes_never_panics() {
+        let samples: [&[u8]; 8] = [
+            b"{\"id\":\"\\",
+            b"{\"a\":\"\\u",
+            b"{\"a\":[[[[",
+            b"{\"a\":]]]]}",
+            b"{\"a\":\"\\ud800",
+            b"\\u",
+            b"{\"\\",
+            b"{\"a\":x\\ud800",
+        ];
+        for s in samples {
+            for end in 0..=s.len() {
+                let _ = parse_message(&s[..end]);
+            }
+        }
     }
 
     #[test]

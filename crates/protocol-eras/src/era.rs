@@ -36,8 +36,13 @@ pub fn classify(req: &Request) -> Result<Era, RpcError> {
 
 /// Validates the `_meta` of a modern request; returns its protocol version.
 ///
-/// Mistyped or missing required keys are `-32602`; a version this server does not
-/// speak is `-32022` with `data.supported` (modern versions) and `data.requested`.
+/// Mistyped or missing required keys are `-32602`, each with the reference's
+/// `data.reason` word (`protocol_version`, `client_capabilities`,
+/// `client_info`) and the offending `data.field`. A version this server does
+/// not speak is `-32022` with `data.supported` (modern versions) and the
+/// version the request named as both `data.received` (the reference's name)
+/// and `data.requested` (the public schema's). The whole `_meta` is judged
+/// before its version, so a request that is wrong in both ways is `-32602`.
 pub fn validate_modern_meta(req: &Request) -> Result<&str, RpcError> {
     let Some(meta) = req.meta() else {
         return Err(RpcError::new(
@@ -52,14 +57,14 @@ pub fn validate_modern_meta(req: &Request) -> Result<&str, RpcError> {
             return Err(meta_error(
                 META_PROTOCOL_VERSION,
                 "must be a string",
-                "invalid_meta",
+                "protocol_version",
             ));
         }
         None => {
             return Err(meta_error(
                 META_PROTOCOL_VERSION,
                 "is required",
-                "missing_meta",
+                "protocol_version",
             ));
         }
     };
@@ -69,14 +74,14 @@ pub fn validate_modern_meta(req: &Request) -> Result<&str, RpcError> {
             return Err(meta_error(
                 META_CLIENT_CAPABILITIES,
                 "must be an object",
-                "invalid_meta",
+                "client_capabilities",
             ));
         }
         None => {
             return Err(meta_error(
                 META_CLIENT_CAPABILITIES,
-                "is required",
-                "missing_meta",
+                "is required and must be an object",
+                "client_capabilities",
             ));
         }
     }
@@ -85,15 +90,19 @@ pub fn validate_modern_meta(req: &Request) -> Result<&str, RpcError> {
     {
         return Err(meta_error(
             META_CLIENT_INFO,
-            "must be an object",
-            "invalid_meta",
+            "must be an object when present",
+            "client_info",
         ));
     }
     if !MODERN_VERSIONS.contains(&version) {
         return Err(RpcError {
             code: ErrorCode::UnsupportedProtocolVersion,
-            message: format!("Unsupported protocol version: {version}"),
-            data: Some(json!({ "supported": MODERN_VERSIONS, "requested": version })),
+            message: format!("Unsupported protocol version in _meta: {version}"),
+            data: Some(json!({
+                "supported": MODERN_VERSIONS,
+                "requested": version,
+                "received": version,
+            })),
         });
     }
     Ok(version)
@@ -193,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_version_names_supported_and_requested() {
+    fn unsupported_version_names_supported_requested_and_received() {
         let e = validate_modern_meta(&modern(
             json!({META_PROTOCOL_VERSION: "v999", META_CLIENT_CAPABILITIES: {}}),
         ))
@@ -201,8 +210,39 @@ mod tests {
         assert_eq!(e.code, ErrorCode::UnsupportedProtocolVersion);
         assert_eq!(
             e.data,
-            Some(json!({"supported": ["2026-07-28"], "requested": "v999"}))
+            Some(json!({"supported": ["2026-07-28"], "requested": "v999", "received": "v999"}))
         );
+    }
+
+    /// The reference's `data.reason` words for each mistyped `_meta` field.
+    #[test]
+    fn meta_reasons_are_the_references() {
+        let cases = [
+            (
+                json!({META_PROTOCOL_VERSION: 5, META_CLIENT_CAPABILITIES: {}}),
+                "protocol_version",
+            ),
+            (
+                json!({META_PROTOCOL_VERSION: null, META_CLIENT_CAPABILITIES: {}}),
+                "protocol_version",
+            ),
+            (
+                json!({META_PROTOCOL_VERSION: "2026-07-28"}),
+                "client_capabilities",
+            ),
+            (
+                json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: 1}),
+                "client_capabilities",
+            ),
+            (
+                json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: []}),
+                "client_info",
+            ),
+        ];
+        for (meta, reason) in cases {
+            let e = validate_modern_meta(&modern(meta.clone())).unwrap_err();
+            assert_eq!(e.data.unwrap()["reason"], reason, "{meta}");
+        }
     }
 
     #[test]

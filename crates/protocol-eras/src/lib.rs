@@ -13,7 +13,8 @@
 //!   results carry `resultType` and `serverInfo`.
 //!
 //! Invariants: the body is checked before the headers that mirror it; an error
-//! whose request id could not be read omits `id`; a notification is answered
+//! whose request id could not be read omits `id` (a refusal before dispatch
+//! says `id: null`); a notification is answered
 //! with nothing unless its mirror headers are wrong.
 //!
 //! ```

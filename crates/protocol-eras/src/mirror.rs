@@ -27,26 +27,42 @@ pub struct MirrorHeaders {
 /// Decodes one header value: trims surrounding whitespace, unwraps the
 /// `=?base64?…?=` sentinel. `None` when the value cannot be read.
 pub fn decode_header_value(raw: &[u8]) -> Option<String> {
+    read_header_value(raw).ok()
+}
+
+/// Why a mirror header value could not be read: its `data.reason` word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unreadable {
+    /// A base64 sentinel whose payload exceeds [`MAX_BASE64_CHARS`] (the
+    /// reference's `oversized`; it is refused before it is decoded).
+    Oversized,
+    /// Bad base64, base64 of non-UTF-8, or a raw value that is not visible ASCII.
+    Undecodable,
+}
+
+fn read_header_value(raw: &[u8]) -> Result<String, Unreadable> {
     let trimmed = trim_ows(raw);
-    let text = std::str::from_utf8(trimmed).ok()?;
+    let text = std::str::from_utf8(trimmed).map_err(|_| Unreadable::Undecodable)?;
     if let Some(inner) = text
         .strip_prefix("=?base64?")
         .and_then(|rest| rest.strip_suffix("?="))
     {
         if inner.len() > MAX_BASE64_CHARS {
-            return None;
+            return Err(Unreadable::Oversized);
         }
-        let bytes = STANDARD.decode(inner).ok()?;
-        return String::from_utf8(bytes).ok();
+        let bytes = STANDARD
+            .decode(inner)
+            .map_err(|_| Unreadable::Undecodable)?;
+        return String::from_utf8(bytes).map_err(|_| Unreadable::Undecodable);
     }
     // A plain field value is visible ASCII (and inner spaces/tabs).
     if text
         .bytes()
         .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
     {
-        Some(text.to_owned())
+        Ok(text.to_owned())
     } else {
-        None
+        Err(Unreadable::Undecodable)
     }
 }
 
@@ -72,16 +88,24 @@ fn single(values: &[Vec<u8>], header: &str) -> Result<String, RpcError> {
             "missing",
             format!("{header} header is required and must mirror the body"),
         )),
-        [one] => decode_header_value(one).ok_or_else(|| {
-            mismatch(
+        [one] => read_header_value(one).map_err(|why| match why {
+            Unreadable::Oversized => mismatch(
+                header,
+                "oversized",
+                format!(
+                    "{header} header carries a base64 value longer than {MAX_BASE64_CHARS} characters"
+                ),
+            )
+            .with_data("max_length", json!(MAX_BASE64_CHARS)),
+            Unreadable::Undecodable => mismatch(
                 header,
                 "undecodable",
                 format!("{header} header value cannot be decoded"),
-            )
+            ),
         }),
         _ => Err(mismatch(
             header,
-            "duplicated",
+            "duplicate",
             format!("{header} header must appear exactly once"),
         )),
     }
@@ -94,7 +118,7 @@ fn expect_equal(header: &str, values: &[Vec<u8>], body: &str) -> Result<(), RpcE
     } else {
         Err(mismatch(
             header,
-            "contradicts_body",
+            "mismatch",
             format!("{header} header does not match the request body"),
         ))
     }
@@ -157,6 +181,7 @@ pub fn check_handshake_headers(headers: &MirrorHeaders) -> Result<(), RpcError> 
             "reason": "unsupported_protocol_version_header",
             "supported": all_versions_newest_first(),
             "requested": version,
+            "received": version,
         })),
     })
 }
@@ -257,33 +282,48 @@ mod tests {
             (headers(&[v], &["tools/call"], &[]), "missing"),
             (
                 headers(&[v, v], &["tools/call"], &["read_file"]),
-                "duplicated",
+                "duplicate",
             ),
             (
                 headers(&[v], &["tools/call", "tools/call"], &["read_file"]),
-                "duplicated",
+                "duplicate",
             ),
             (
                 headers(&[v], &["tools/call"], &["read_file", "read_file"]),
-                "duplicated",
+                "duplicate",
             ),
             (
                 headers(&["2025-11-25"], &["tools/call"], &["read_file"]),
-                "contradicts_body",
+                "mismatch",
             ),
-            (
-                headers(&[v], &["TOOLS/CALL"], &["read_file"]),
-                "contradicts_body",
-            ),
+            (headers(&[v], &["TOOLS/CALL"], &["read_file"]), "mismatch"),
             (
                 headers(&[v], &["tools/call"], &["=?base64?bm9wZQ==?="]),
-                "contradicts_body",
+                "mismatch",
             ),
         ];
         for (hs, why) in cases {
             let e = check_mirror_headers(&r, v, &hs).unwrap_err();
             assert_eq!(e.code, ErrorCode::HeaderMismatch, "{hs:?}");
             assert_eq!(reason(&e), why, "{hs:?}");
+        }
+    }
+
+    /// An over-long sentinel is `oversized` (with the limit); bad base64 is
+    /// `undecodable`.
+    #[test]
+    fn unreadable_name_reasons() {
+        let r = call("read_file");
+        let v = "2026-07-28";
+        let long = format!("=?base64?{}?=", "QUFB".repeat(MAX_BASE64_CHARS / 4 + 1));
+        let e = check_mirror_headers(&r, v, &headers(&[v], &["tools/call"], &[&long])).unwrap_err();
+        assert_eq!(reason(&e), "oversized");
+        assert_eq!(e.data.as_ref().unwrap()["max_length"], MAX_BASE64_CHARS);
+        assert_eq!(e.data.as_ref().unwrap()["header"], "Mcp-Name");
+        for bad in ["=?base64?***?=", "=?base64?/w==?="] {
+            let e =
+                check_mirror_headers(&r, v, &headers(&[v], &["tools/call"], &[bad])).unwrap_err();
+            assert_eq!(reason(&e), "undecodable", "{bad}");
         }
     }
 

@@ -148,7 +148,10 @@ fn body_is_checked_before_headers() {
     let r = serve(body.clone(), Some(hdr(&[V], &["tools/list"], &[])));
     assert_eq!((r.status, code(&r)), (400, -32022));
     let data = r.body.unwrap()["error"]["data"].clone();
-    assert_eq!(data, json!({"supported": [V], "requested": "v999.0.0"}));
+    assert_eq!(
+        data,
+        json!({"supported": [V], "requested": "v999.0.0", "received": "v999.0.0"})
+    );
     // The same over stdio (no headers).
     let r = serve(body, None);
     assert_eq!(code(&r), -32022);

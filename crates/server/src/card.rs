@@ -35,7 +35,7 @@ pub fn server_card(server: &Server) -> Value {
         "description": "Workspace-confined coding tools: read, list, search, patch, run commands, git, images.",
         "supportedProtocolVersions": all_versions_newest_first(),
         "server": { "name": SERVER_NAME, "title": SERVER_TITLE, "version": SERVER_VERSION },
-        "transport": { "type": "streamable-http", "endpoint": "/mcp", "methods": ["POST"] },
+        "transport": { "type": "streamable-http", "endpoint": "/mcp", "methods": ["POST", "OPTIONS"] },
         "capabilities": { "tools": { "listChanged": false } },
         "auth": auth,
         "tools": {

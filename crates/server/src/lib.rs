@@ -298,17 +298,25 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
             .map_err(|e| e.to_string())?
             .into_bytes(),
     };
-    let preregistered = env("CODING_TOOLS_MCP_OAUTH_CLIENT_ID").map(|id| {
-        let uris = env("CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS")
-            .map(|u| {
-                u.split(',')
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
-        (id, env("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET"), uris)
-    });
+    // As the reference: without CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS the
+    // pre-registered client may return to http://127.0.0.1/callback.
+    let preregistered = match env("CODING_TOOLS_MCP_OAUTH_CLIENT_ID") {
+        None => None,
+        Some(id) => {
+            let uris: Vec<String> = env("CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS")
+                .unwrap_or_else(|| "http://127.0.0.1/callback".into())
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if let Some(bad) = uris.iter().find(|u| !ctm_auth::redirect_uri_allowed(u)) {
+                return Err(format!(
+                    "CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS: {bad} is not https, or http on a loopback host, without a fragment"
+                ));
+            }
+            Some((id, env("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET"), uris))
+        }
+    };
     let token_ttl = secs("CODING_TOOLS_MCP_OAUTH_TOKEN_TTL", 24 * 3600)?;
     let code_ttl = secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?;
     // Printed only once every other setting is known to be valid, so a

@@ -5,7 +5,8 @@
 //! must refuse before dispatch is refused here with its own status: `403` for a
 //! foreign `Origin`, `405` for other methods on `/mcp` (with `Allow: POST`),
 //! `415` for a non-JSON content type, `411` without `Content-Length`, `413`
-//! over the body limit, `400` for a malformed wait-budget header. No session
+//! over the body limit, `400` for a malformed wait-budget header or an unusable
+//! `Content-Length` (see `length`), each a JSON-RPC error with `id: null`. No session
 //! is ever created: `Mcp-Session-Id` is neither sent nor required.
 //!
 //! The server card is served at `/.well-known/mcp.json` and
@@ -14,6 +15,7 @@
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
+mod length;
 mod origin;
 mod service;
 

@@ -20,13 +20,17 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
 
 /// The per-request wait-budget header (client contract notes §3).
 pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
 
 const CARD_PATHS: [&str; 2] = ["/.well-known/mcp.json", "/.well-known/mcp/server-card.json"];
-const ALLOW_HEADERS: &str = "content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name, x-coding-tools-budget-secs, last-event-id, mcp-session-id";
+/// CORS request headers, spelled as the reference spells them (its six
+/// first), then the wait-budget header and the two a stale SDK may still send.
+const ALLOW_HEADERS: &str = "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs, Last-Event-ID, Mcp-Session-Id";
+const ALLOW_METHODS: &str = "GET, HEAD, POST, OPTIONS";
 
 /// What the HTTP transport needs from the composition root.
 #[derive(Debug, Clone)]
@@ -141,7 +145,7 @@ pub async fn serve<D: Dispatcher>(
                 let conn = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(state.config.header_read_timeout)
-                    .serve_connection(TokioIo::new(stream), svc);
+                    .serve_connection(TokioIo::new(LengthGuard::new(stream)), svc);
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
@@ -175,11 +179,16 @@ async fn handle<D: Dispatcher>(
     if let Some(o) = &origin
         && !origin_allowed(&state.config, o)
     {
-        let err = refusal("Origin is not allowed", "origin_not_allowed");
+        let err = refusal(
+            "Origin denied: this Origin may not call the server",
+            "origin_not_allowed",
+        );
         return respond(StatusCode::FORBIDDEN, Some(&err));
     }
     let allow_origin = origin.as_deref();
     let path = req.uri().path().to_owned();
+    // The body the client meant to send is still on the wire: never reuse it.
+    let unusable_length = req.headers().contains_key(MARKER);
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if path.starts_with("/.well-known/oauth-protected-resource")
@@ -217,10 +226,21 @@ async fn handle<D: Dispatcher>(
     if let Some(o) = allow_origin
         && let Ok(v) = HeaderValue::from_str(o)
     {
+        let h = resp.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static(ALLOW_METHODS),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(ALLOW_HEADERS),
+        );
+    }
+    if unusable_length {
         resp.headers_mut()
-            .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
-        resp.headers_mut()
-            .insert(header::VARY, HeaderValue::from_static("Origin"));
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }
@@ -253,10 +273,7 @@ fn authorized(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Option<&'s
 }
 
 fn unauthorized(base: &str, why: Option<&'static str>) -> Resp {
-    let err = refusal(
-        "Authentication required: send Authorization: Bearer <token>",
-        "unauthorized",
-    );
+    let err = refusal("Unauthorized", "unauthorized");
     let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
     let mut challenge = format!(
         "Bearer realm=\"coding-tools-mcp\", resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
@@ -288,6 +305,14 @@ async fn oauth<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp 
             .map(str::to_owned)
     };
     let (authorization, content_type) = (get(header::AUTHORIZATION), get(header::CONTENT_TYPE));
+    if req.headers().contains_key(MARKER) {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            Some(
+                &json!({"error": "invalid_request", "error_description": "Content-Length must be a non-negative integer"}),
+            ),
+        );
+    }
     let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -327,9 +352,10 @@ fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
 fn preflight() -> Resp {
     let mut r = respond(StatusCode::NO_CONTENT, None);
     let h = r.headers_mut();
+    h.insert(header::ALLOW, HeaderValue::from_static(ALLOW_METHODS));
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("POST, GET, OPTIONS"),
+        HeaderValue::from_static(ALLOW_METHODS),
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
@@ -353,12 +379,14 @@ fn method_not_allowed(allow: &'static str) -> Resp {
     r
 }
 
-/// An id-less JSON-RPC error for a refusal before dispatch.
+/// A JSON-RPC error for a refusal before dispatch: `id: null`, as the
+/// reference answers every refusal of the transport.
 fn refusal(message: &str, reason: &str) -> Value {
-    error_response(
-        None,
-        &RpcError::new(ErrorCode::InvalidRequest, message, reason),
-    )
+    refused(&RpcError::new(ErrorCode::InvalidRequest, message, reason))
+}
+
+fn refused(error: &RpcError) -> Value {
+    error_response(Some(&Value::Null), error)
 }
 
 fn respond(status: StatusCode, body: Option<&Value>) -> Resp {
@@ -405,7 +433,8 @@ fn mirror_headers(headers: &HeaderMap) -> MirrorHeaders {
 }
 
 /// The request's wait budget, or the -32602 refusal of a malformed header.
-/// The raw value is never echoed.
+/// A budget above the deployment maximum, however many digits it has, is
+/// capped to it rather than refused. The raw value is never echoed.
 fn wait_budget(headers: &HeaderMap, deployment: u64) -> Result<WaitBudget, RpcError> {
     let values: Vec<&HeaderValue> = headers.get_all(BUDGET_HEADER).iter().collect();
     let bad = |msg: &str, reason: &str| {
@@ -417,7 +446,8 @@ fn wait_budget(headers: &HeaderMap, deployment: u64) -> Result<WaitBudget, RpcEr
         [one] => {
             let text = one.to_str().unwrap_or("").trim();
             let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-                text.parse::<u64>().ok().filter(|s| *s > 0)
+                // Digits only: too many of them is a very large budget, not an error.
+                Some(text.parse::<u64>().unwrap_or(u64::MAX)).filter(|s| *s > 0)
             } else {
                 None
             };
@@ -461,6 +491,9 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
         );
         return respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, Some(&err));
     }
+    if let Some(kind) = headers.get(MARKER) {
+        return unusable_length(kind.as_bytes(), cfg.max_body_bytes);
+    }
     let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -482,7 +515,7 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
     }
     let budget = match wait_budget(&headers, cfg.deployment_wait_secs) {
         Ok(b) => b,
-        Err(e) => return respond(StatusCode::BAD_REQUEST, Some(&error_response(None, &e))),
+        Err(e) => return respond(StatusCode::BAD_REQUEST, Some(&refused(&e))),
     };
     let collected = tokio::time::timeout(
         cfg.body_read_timeout,
@@ -536,6 +569,25 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
     respond(status, reply.body.as_ref())
 }
 
+/// The refusal of a `Content-Length` hyper could not use (see [`crate::length`]):
+/// digits beyond any size are `413` like any over-limit length, anything
+/// else is `400`. Both as the reference answers them.
+fn unusable_length(kind: &[u8], max_body_bytes: usize) -> Resp {
+    if kind == b"too_large" {
+        let mut err = refusal(
+            &format!("Request body exceeds {max_body_bytes} bytes"),
+            "body_too_large",
+        );
+        err["error"]["data"]["max_bytes"] = json!(max_body_bytes);
+        return respond(StatusCode::PAYLOAD_TOO_LARGE, Some(&err));
+    }
+    let err = refusal(
+        "Content-Length must be a non-negative integer",
+        "invalid_content_length",
+    );
+    respond(StatusCode::BAD_REQUEST, Some(&err))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,12 +612,18 @@ mod tests {
         assert_eq!(clamped.effective_secs, 30);
         let same = wait_budget(&headers(&["30"]), 30).unwrap();
         assert_eq!(same.source.as_str(), "request_header");
-        for bad in ["0", "-1", "1.5", "abc", "", "99999999999999999999999"] {
+        for bad in ["0", "-1", "1.5", "abc", "", "+5", "00"] {
             let e = wait_budget(&headers(&[bad]), 30).unwrap_err();
             assert_eq!(e.code, ErrorCode::InvalidParams, "{bad}");
             assert!(!e.to_json().to_string().contains(&format!("\"{bad}\"")) || bad.is_empty());
         }
         assert!(wait_budget(&headers(&["5", "5"]), 30).is_err());
+        // Above the maximum, even beyond u64, is capped.
+        for huge in ["99999999999999999999999", "18446744073709551616", "31"] {
+            let b = wait_budget(&headers(&[huge]), 30).unwrap();
+            assert_eq!(b.effective_secs, 30, "{huge}");
+            assert_eq!(b.source.as_str(), "request_header");
+        }
     }
 
     #[test]

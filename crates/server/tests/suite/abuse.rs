@@ -51,28 +51,34 @@ fn malformed_bodies_get_precise_errors() {
         r#"{"a":"#.repeat(10_000),
         "}".repeat(10_000)
     );
-    let parse_errors: Vec<(&str, Vec<u8>)> = vec![
+    // A parse error carries the message's id when that much could be read.
+    let parse_errors: Vec<(&str, Vec<u8>, serde_json::Value)> = vec![
         (
             "truncated",
             br#"{"jsonrpc":"2.0","id":1,"method":"pi"#.to_vec(),
+            json!(1),
         ),
-        ("deep array", deep_array.into_bytes()),
-        ("deep params", deep_params.into_bytes()),
+        ("deep array", deep_array.into_bytes(), json!(null)),
+        ("deep params", deep_params.into_bytes(), json!(1)),
         (
             "invalid UTF-8",
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xff\xfeng\"}".to_vec(),
+            json!(1),
         ),
-        ("empty body", Vec::new()),
-        ("NUL bytes", b"\0\0\0\0".to_vec()),
+        ("empty body", Vec::new(), json!(null)),
+        ("NUL bytes", b"\0\0\0\0".to_vec(), json!(null)),
     ];
-    for (name, body) in &parse_errors {
+    for (name, body, id) in &parse_errors {
         let (status, v) = post_bytes(&s, body);
         assert_eq!(
             (status, v["error"]["code"].clone()),
             (400, json!(-32700)),
             "{name}: {v}"
         );
-        assert!(v.get("id").is_none(), "{name}: {v}");
+        assert_eq!(v.get("id").cloned().unwrap_or_default(), *id, "{name}: {v}");
+        if id.is_null() {
+            assert!(v.get("id").is_none(), "{name}: {v}");
+        }
     }
     let invalid: Vec<(&str, serde_json::Value)> = vec![
         (
@@ -98,10 +104,6 @@ fn malformed_bodies_get_precise_errors() {
             )
             .unwrap(),
         ),
-        (
-            "params a string",
-            json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"}),
-        ),
         ("not an object", json!("ping")),
     ];
     for (name, body) in &invalid {
@@ -109,6 +111,17 @@ fn malformed_bodies_get_precise_errors() {
         assert_eq!(v["error"]["code"], -32600, "{name}: {status} {v}");
         assert!(status == 200 || status == 400, "{name}: {status}");
     }
+    // Params that are not an object are invalid params, as in the reference.
+    let (status, v) = post_bytes(
+        &s,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(
+        (status, v["error"]["code"].clone(), v["id"].clone()),
+        (200, json!(-32602), json!(1))
+    );
     // Wrong types inside a tool call are tool results, not transport errors.
     for args in [
         json!({"path": 5}),

@@ -132,16 +132,21 @@ fn origin_is_checked_against_dns_rebinding() {
         None,
     );
     assert_eq!(r.status, 204);
+    // The reference's spelling and order, then the headers only we read.
     assert!(
         r.header("access-control-allow-headers")
             .unwrap()
-            .contains("mcp-protocol-version")
+            .starts_with(
+                "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs"
+            ),
+        "{:?}",
+        r.headers
     );
-    assert!(
-        r.header("access-control-allow-methods")
-            .unwrap()
-            .contains("POST")
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("GET, HEAD, POST, OPTIONS")
     );
+    assert_eq!(r.header("allow"), Some("GET, HEAD, POST, OPTIONS"));
     let r = s.raw_request(
         "OPTIONS",
         "/mcp",
@@ -201,7 +206,7 @@ fn modern_error_table_over_http() {
     assert_eq!((r.status, r.code()), (400, -32022));
     assert_eq!(
         r.json()["error"]["data"],
-        json!({"supported": ["2026-07-28"], "requested": "v999.0.0"})
+        json!({"supported": ["2026-07-28"], "requested": "v999.0.0", "received": "v999.0.0"})
     );
     // -32020 → 400: missing, duplicated, contradicting.
     let b = modern_body("tools/list", json!({}));
@@ -356,6 +361,7 @@ fn server_card_lists_versions_newest_first() {
         );
         assert_eq!(card["tools"]["count"], 18);
         assert_eq!(card["transport"]["endpoint"], "/mcp");
+        assert_eq!(card["transport"]["methods"], json!(["POST", "OPTIONS"]));
         assert_eq!(card["auth"]["type"], "none");
         assert_eq!(
             card["tools"]["annotations"]["apply_patch"]["destructiveHint"],
@@ -423,6 +429,27 @@ fn wait_budget_header() {
     assert_eq!(policies[1]["requested_budget_secs"], 90);
     assert_eq!(policies[2]["budget_source"], "deployment");
     assert_eq!(policies[2]["requested_budget_secs"], Value::Null);
+    // Above the maximum, however large, is capped rather than refused.
+    for huge in ["21", "99999999999999999999999"] {
+        let r = s.post(
+            &call(4, "server_info", json!({})),
+            &[("X-Coding-Tools-Budget-Secs", huge)],
+        );
+        assert_eq!(
+            r.status,
+            200,
+            "{huge}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        let policy = loop {
+            let line = s.stderr.next().expect("trace line");
+            if line.contains("request_policy_selected") {
+                break serde_json::from_str::<Value>(&line).unwrap();
+            }
+        };
+        assert_eq!(policy["effective_wait_secs"], 20, "{huge}");
+        assert_eq!(policy["budget_source"], "request_header", "{huge}");
+    }
 }
 
 #[test]
@@ -451,4 +478,283 @@ fn non_loopback_bind_with_token_serves() {
         s.post(&ping(), &[("Authorization", "Bearer t0k")]).status,
         200
     );
+}
+
+
+/// The error object of a response, with its id.
+fn error_of(r: &HttpResponse) -> (u16, Value, Value) {
+    let v = r.json();
+    (r.status, v["error"].clone(), v["id"].clone())
+}
+
+#[test]
+fn unsupported_versions_name_the_received_version() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    // From the body, with headers that repeat it or not.
+    let mut m = meta();
+    m["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta": m}});
+    for version_header in ["2099-01-01", MODERN] {
+        let r = s.post(
+            &body,
+            &[
+                ("MCP-Protocol-Version", version_header),
+                ("Mcp-Method", "tools/list"),
+            ],
+        );
+        let (status, error, id) = error_of(&r);
+        assert_eq!(
+            (status, error["code"].clone(), id),
+            (400, json!(-32022), json!(1))
+        );
+        assert_eq!(error["data"]["received"], "2099-01-01");
+        assert_eq!(error["data"]["requested"], "2099-01-01");
+        assert_eq!(error["data"]["supported"], json!(["2026-07-28"]));
+    }
+    // From the header of a handshake-era request: refused before dispatch, id null.
+    let r = s.post(&ping(), &[("MCP-Protocol-Version", "2024-01-01")]);
+    let (status, error, id) = error_of(&r);
+    assert_eq!((status, error["code"].clone()), (400, json!(-32600)));
+    assert_eq!(id, Value::Null);
+    assert!(r.json().as_object().unwrap().contains_key("id"));
+    assert_eq!(error["data"]["received"], "2024-01-01");
+    assert_eq!(
+        error["data"]["supported"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+    );
+}
+
+#[test]
+fn reason_words_are_the_references() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let v = MODERN;
+    let list = modern_body("tools/list", json!({}));
+    let reason = |body: &Value, headers: &[(&str, &str)]| {
+        let r = s.post(body, headers);
+        let (status, error, id) = error_of(&r);
+        assert_eq!((status, id), (400, json!(7)), "{error}");
+        (
+            error["code"].as_i64().unwrap(),
+            error["data"]["reason"].as_str().unwrap_or("").to_owned(),
+            error["data"].clone(),
+        )
+    };
+    let (code, why, data) = reason(
+        &list,
+        &[
+            ("MCP-Protocol-Version", v),
+            ("MCP-Protocol-Version", v),
+            ("Mcp-Method", "tools/list"),
+        ],
+    );
+    assert_eq!((code, why.as_str()), (-32020, "duplicate"));
+    assert_eq!(data["header"], "MCP-Protocol-Version");
+    let (_, why, _) = reason(
+        &list,
+        &[("MCP-Protocol-Version", v), ("Mcp-Method", "ping")],
+    );
+    assert_eq!(why, "mismatch");
+    let (_, why, _) = reason(&list, &[("Mcp-Method", "tools/list")]);
+    assert_eq!(why, "missing");
+    let call_body = modern_body("tools/call", json!({"name": "server_info"}));
+    let call = |name: &str| {
+        reason(
+            &call_body,
+            &[
+                ("MCP-Protocol-Version", v),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", name),
+            ],
+        )
+    };
+    let long = format!("=?base64?{}?=", "QUFB".repeat(2049));
+    let (code, why, data) = call(&long);
+    assert_eq!((code, why.as_str()), (-32020, "oversized"));
+    assert_eq!(data["max_length"], 8192);
+    let (_, why, _) = call("=?base64?***?=");
+    assert_eq!(why, "undecodable");
+    let (_, why, _) = call("read_file");
+    assert_eq!(why, "mismatch");
+    // Mistyped _meta fields.
+    let headers = [("MCP-Protocol-Version", v), ("Mcp-Method", "tools/list")];
+    for (key, value, expected) in [
+        (
+            "io.modelcontextprotocol/protocolVersion",
+            json!(5),
+            "protocol_version",
+        ),
+        (
+            "io.modelcontextprotocol/clientCapabilities",
+            json!([]),
+            "client_capabilities",
+        ),
+        (
+            "io.modelcontextprotocol/clientInfo",
+            json!("me"),
+            "client_info",
+        ),
+    ] {
+        let mut body = list.clone();
+        body["params"]["_meta"][key] = value;
+        let (code, why, _) = reason(&body, &headers);
+        assert_eq!((code, why.as_str()), (-32602, expected), "{key}");
+    }
+    // Envelope reasons.
+    let r = s.post(&json!({"jsonrpc":"2.0","id":2,"method":5}), &[]);
+    assert_eq!(r.json()["error"]["data"]["reason"], "method");
+    let r = s.post(&json!({"jsonrpc":"2.0","id":[2],"method":"ping"}), &[]);
+    assert_eq!(r.json()["error"]["data"]["reason"], "id");
+}
+
+#[test]
+fn odd_meta_values_keep_the_request_id() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let headers = [
+        JSON,
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let with_meta = |extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"x"}},"x":{extra}}}}}}}"#
+        )
+    };
+    // A lone surrogate is grammatical JSON: served, as the reference serves it.
+    let r = s.raw_request(
+        "POST",
+        "/mcp",
+        &headers,
+        Some(with_meta(r#""\ud800""#).as_bytes()),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["id"], 1);
+    assert!(r.json()["result"]["tools"].is_array());
+    // Values no JSON parser here reads: still answered to id 1.
+    for extra in [
+        "NaN",
+        "-Infinity",
+        &format!("{}{}", "[".repeat(200), "]".repeat(200)),
+    ] {
+        let r = s.raw_request("POST", "/mcp", &headers, Some(with_meta(extra).as_bytes()));
+        assert_eq!(
+            (r.status, r.code(), r.json()["id"].clone()),
+            (400, -32700, json!(1)),
+            "{extra}"
+        );
+    }
+}
+
+#[test]
+fn unusable_content_length_is_a_json_rpc_refusal() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let body = ping().to_string();
+    let send = |length: &str| {
+        let raw = format!(
+            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{body}"
+        );
+        s.raw(raw.as_bytes())
+    };
+    for (length, status) in [
+        ("abc", 400),
+        ("-5", 400),
+        ("+2", 400),
+        ("1_0", 400),
+        ("", 400),
+        ("99999999999999999999999", 413),
+        ("99999999999", 413),
+    ] {
+        let r = send(length);
+        let (got, error, id) = error_of(&r);
+        assert_eq!(
+            (got, error["code"].clone()),
+            (status, json!(-32600)),
+            "{length:?}"
+        );
+        assert_eq!(id, Value::Null, "{length:?}");
+        assert!(r.json().as_object().unwrap().contains_key("id"));
+        if status == 413 {
+            assert_eq!(error["data"]["max_bytes"], 1_048_576);
+        } else {
+            assert!(
+                error["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Content-Length")
+            );
+        }
+    }
+    // Two lengths that disagree.
+    let raw = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nContent-Length: 3\r\n\r\n{body}",
+        body.len()
+    );
+    let r = s.raw(raw.as_bytes());
+    assert_eq!((r.status, r.code()), (400, -32600));
+    assert_eq!(r.header("connection"), Some("close"));
+    // Before the length, the transport's other checks still come first.
+    let raw = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: abc\r\n\r\n{body}"
+    );
+    assert_eq!(s.raw(raw.as_bytes()).status, 415);
+    // Pipelined requests with good lengths on one connection are all served.
+    let one = |id: u32, close: bool| {
+        let b = json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n{b}",
+            b.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        )
+    };
+    let raw = format!("{}{}{}", one(1, false), one(2, false), one(3, true));
+    let mut conn = std::net::TcpStream::connect(&s.addr).unwrap();
+    conn.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
+    std::io::Write::write_all(&mut conn, raw.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = std::io::Read::read_to_string(&mut conn, &mut out);
+    assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 3, "{out}");
+    for id in 1..=3 {
+        assert!(out.contains(&format!(r#""id":{id},"result""#)), "{out}");
+    }
+}
+
+#[test]
+fn a_json_value_that_is_not_an_object_is_refused_with_400() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    for body in ["5", "\"ping\"", "null", "true"] {
+        let r = s.raw_request("POST", "/mcp", &[JSON], Some(body.as_bytes()));
+        assert_eq!((r.status, r.code()), (400, -32600), "{body}");
+    }
+}
+
+#[test]
+fn refusal_messages_are_the_references() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &["--auth-token", "tok-123"]);
+    for auth in [None, Some("Bearer wrong")] {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        let r = s.post(&ping(), &headers);
+        let (status, error, id) = error_of(&r);
+        assert_eq!(status, 401);
+        assert_eq!(error["message"], "Unauthorized");
+        assert_eq!(id, Value::Null);
+    }
+    let r = s.post(
+        &ping(),
+        &[
+            ("Origin", "http://evil.example"),
+            ("Authorization", "Bearer tok-123"),
+        ],
+    );
+    let (status, error, id) = error_of(&r);
+    assert_eq!(status, 403);
+    assert!(
+        error["message"].as_str().unwrap().contains("Origin denied"),
+        "{error}"
+    );
+    assert_eq!(id, Value::Null);
 }

@@ -403,3 +403,266 @@ fn generated_password_is_printed_once_on_stderr() {
         .count();
     assert_eq!(printed, 1);
 }
+
+/// A PKCE verifier and its S256 challenge.
+fn pkce() -> (String, String) {
+    let verifier = "v".repeat(50);
+    let challenge = B64.encode(ring::digest::digest(
+        &ring::digest::SHA256,
+        verifier.as_bytes(),
+    ));
+    (verifier, challenge)
+}
+
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn authorize_query(client_id: &str, redirect: &str, challenge: &str, resource: &str) -> String {
+    format!(
+        "response_type=code&client_id={}&redirect_uri={}&code_challenge={challenge}&code_challenge_method=S256&state=st&resource={}",
+        form_encode(client_id),
+        form_encode(redirect),
+        form_encode(resource)
+    )
+}
+
+/// POSTs the sign-in form; returns the code from the redirect to `redirect`.
+fn sign_in(s: &HttpServer, query: &str, redirect: &str) -> String {
+    let form = format!("{query}&password={}", form_encode(PASSWORD));
+    let r = s.raw_request(
+        "POST",
+        "/oauth/authorize",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(form.as_bytes()),
+    );
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+    let loc = r.header("location").unwrap().to_owned();
+    assert!(loc.starts_with(&format!("{redirect}?code=")), "{loc}");
+    loc.split("code=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn token_request(s: &HttpServer, form: &str, basic: Option<(&str, &str)>) -> HttpResponse {
+    let auth = basic.map(|(id, secret)| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+        )
+    });
+    let mut headers = vec![("Content-Type", "application/x-www-form-urlencoded")];
+    if let Some(a) = auth.as_deref() {
+        headers.push(("Authorization", a));
+    }
+    s.raw_request("POST", "/oauth/token", &headers, Some(form.as_bytes()))
+}
+
+#[test]
+fn authorize_answers_the_sign_in_form_for_either_resource_spelling() {
+    let s = start(&[]);
+    let base = format!("http://{}", s.addr);
+    let reg = register(&s, "none");
+    let id = reg["client_id"].as_str().unwrap();
+    let (verifier, challenge) = pkce();
+    // The reference's resource (the base URL) and ours (its /mcp endpoint).
+    for resource in [base.clone(), format!("{base}/"), format!("{base}/mcp")] {
+        let query = authorize_query(id, REDIRECT, &challenge, &resource);
+        let page = s.raw_request("GET", &format!("/oauth/authorize?{query}"), &[], None);
+        assert_eq!(
+            page.status,
+            200,
+            "{resource}: {}",
+            String::from_utf8_lossy(&page.body)
+        );
+        let html = String::from_utf8_lossy(&page.body).into_owned();
+        assert!(
+            html.contains("<form") && html.contains("type=\"password\""),
+            "{html}"
+        );
+        assert!(page.header("location").is_none());
+        // Either spelling yields a token for this server's /mcp.
+        let code = sign_in(&s, &query, REDIRECT);
+        let form = format!(
+            "grant_type=authorization_code&code={code}&redirect_uri={}&code_verifier={verifier}&client_id={id}&resource={}",
+            form_encode(REDIRECT),
+            form_encode(&resource)
+        );
+        let r = token_request(&s, &form, None);
+        assert_eq!(
+            r.status,
+            200,
+            "{resource}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        let access = r.json()["access_token"].as_str().unwrap().to_owned();
+        assert_eq!(call_with(&s, &access).status, 200, "{resource}");
+    }
+}
+
+#[test]
+fn preregistered_client_goes_through_the_flow_with_its_registered_method() {
+    // No CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS: the reference's default callback.
+    let callback = "http://127.0.0.1/callback";
+    let s = start(&[
+        ("CODING_TOOLS_MCP_OAUTH_CLIENT_ID", "pre-client"),
+        ("CODING_TOOLS_MCP_OAUTH_CLIENT_SECRET", "pre-secret"),
+    ]);
+    let base = format!("http://{}", s.addr);
+    let (verifier, challenge) = pkce();
+    let query = authorize_query("pre-client", callback, &challenge, &base);
+    let page = s.raw_request("GET", &format!("/oauth/authorize?{query}"), &[], None);
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    let exchange = |code: &str, client_id: &str, secret: Option<&str>| {
+        let mut form = format!(
+            "grant_type=authorization_code&code={code}&redirect_uri={}&code_verifier={verifier}&client_id={client_id}&resource={}",
+            form_encode(callback),
+            form_encode(&base)
+        );
+        if let Some(sec) = secret {
+            form.push_str(&format!("&client_secret={sec}"));
+        }
+        token_request(&s, &form, None)
+    };
+    // Another client_id, a missing or wrong secret: invalid_client, and the
+    // code is not spent by a request that failed to authenticate.
+    let code = sign_in(&s, &query, callback);
+    for (client_id, secret) in [
+        ("someone-else", Some("pre-secret")),
+        ("pre-client", None),
+        ("pre-client", Some("wrong")),
+    ] {
+        let r = exchange(&code, client_id, secret);
+        assert_eq!(
+            (r.status, r.json()["error"].clone()),
+            (400, json!("invalid_client")),
+            "{client_id} {secret:?}"
+        );
+    }
+    // Basic is not the method it is registered with (client_secret_post).
+    let form = format!(
+        "grant_type=authorization_code&code={code}&redirect_uri={}&code_verifier={verifier}&resource={}",
+        form_encode(callback),
+        form_encode(&base)
+    );
+    let r = token_request(&s, &form, Some(("pre-client", "pre-secret")));
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (401, json!("invalid_client"))
+    );
+    assert!(r.header("www-authenticate").unwrap().starts_with("Basic"));
+    // client_secret_post works, and the token opens /mcp.
+    let r = exchange(&code, "pre-client", Some("pre-secret"));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let access = r.json()["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(call_with(&s, &access).status, 200);
+}
+
+#[test]
+fn preregistered_public_client_and_a_bad_redirect_configuration() {
+    let s = start(&[
+        ("CODING_TOOLS_MCP_OAUTH_CLIENT_ID", "pub-client"),
+        (
+            "CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS",
+            "http://localhost:7/cb, https://app.example/cb",
+        ),
+    ]);
+    let base = format!("http://{}", s.addr);
+    let (verifier, challenge) = pkce();
+    for redirect in ["http://localhost:7/cb", "https://app.example/cb"] {
+        let query = authorize_query("pub-client", redirect, &challenge, &base);
+        let code = sign_in(&s, &query, redirect);
+        let form = format!(
+            "grant_type=authorization_code&code={code}&redirect_uri={}&code_verifier={verifier}&client_id=pub-client&resource={}",
+            form_encode(redirect),
+            form_encode(&base)
+        );
+        assert_eq!(token_request(&s, &form, None).status, 200, "{redirect}");
+    }
+    // An unusable redirect URI in the configuration stops the server at start.
+    let ws = workspace();
+    let out = command(ws.path(), &["--port", "0", "--oauth-mode"])
+        .env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD)
+        .env("CODING_TOOLS_MCP_OAUTH_CLIENT_ID", "c")
+        .env(
+            "CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS",
+            "http://evil.example/cb",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CODING_TOOLS_MCP_OAUTH_REDIRECT_URIS"));
+}
+
+#[test]
+fn registration_refuses_unsupported_grant_and_response_types() {
+    let s = start(&[]);
+    let post = |extra: Value| {
+        let mut body = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        s.raw_request(
+            "POST",
+            "/oauth/register",
+            &[("Content-Type", "application/json")],
+            Some(body.to_string().as_bytes()),
+        )
+    };
+    for extra in [
+        json!({"grant_types": ["refresh_token"]}),
+        json!({"grant_types": ["client_credentials"]}),
+        json!({"grant_types": "authorization_code"}),
+        json!({"grant_types": [7]}),
+        json!({"grant_types": []}),
+        json!({"response_types": ["token"]}),
+        json!({"response_types": "code"}),
+    ] {
+        let r = post(extra.clone());
+        assert_eq!(
+            (r.status, r.json()["error"].clone()),
+            (400, json!("invalid_client_metadata")),
+            "{extra}"
+        );
+    }
+    // A supported value beside others: registered with the supported ones only.
+    let r = post(
+        json!({"grant_types": ["authorization_code", "refresh_token"], "response_types": ["code", "token"]}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["grant_types"], json!(["authorization_code"]));
+    assert_eq!(r.json()["response_types"], json!(["code"]));
+}
+
+#[test]
+fn basic_credentials_and_a_form_client_id_must_agree() {
+    let s = start(&[]);
+    let a = register(&s, "client_secret_basic");
+    let b = register(&s, "client_secret_basic");
+    let (a_id, a_secret) = (
+        a["client_id"].as_str().unwrap(),
+        a["client_secret"].as_str().unwrap(),
+    );
+    let form = format!(
+        "grant_type=authorization_code&code=x&redirect_uri={}&code_verifier={}&client_id={}",
+        form_encode(REDIRECT),
+        "v".repeat(50),
+        b["client_id"].as_str().unwrap()
+    );
+    let r = token_request(&s, &form, Some((a_id, a_secret)));
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (401, json!("invalid_client"))
+    );
+}

@@ -87,6 +87,7 @@ fn modern_requests_without_a_handshake() {
         s.request(&json!({"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta": bad}}));
     assert_eq!(r["error"]["code"], -32022);
     assert_eq!(r["error"]["data"]["requested"], "2099-01-01");
+    assert_eq!(r["error"]["data"]["received"], "2099-01-01");
     // server/discover without modern _meta is a handshake-era unknown method.
     let r = s.request(&json!({"jsonrpc":"2.0","id":5,"method":"server/discover"}));
     assert_eq!(r["error"]["code"], -32601);
@@ -236,4 +237,42 @@ fn trace_file_alone_traces_arguments_with_secret_values_redacted() {
             .iter()
             .any(|l| l.contains("\"event\""))
     );
+}
+
+#[test]
+fn odd_meta_values_keep_the_request_id_and_reasons_are_the_references() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let with_meta = |id: u32, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}},"x":{extra}}}}}}}"#
+        )
+    };
+    // A lone surrogate is served, as the reference serves it.
+    s.send_raw(&with_meta(1, r#""\udc00""#));
+    let r = s.recv();
+    assert_eq!(
+        (r["id"].clone(), r["result"]["resultType"].clone()),
+        (json!(1), json!("complete")),
+        "{r}"
+    );
+    // What cannot be parsed is still answered to its id.
+    s.send_raw(&with_meta(2, "NaN"));
+    let r = s.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(2), json!(-32700)),
+        "{r}"
+    );
+    // The reference's reason words for a mistyped _meta version.
+    s.send_raw(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":5,"io.modelcontextprotocol/clientCapabilities":{}}}}"#);
+    let r = s.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["data"]["reason"].clone()),
+        (json!(3), json!("protocol_version")),
+        "{r}"
+    );
+    // Params that are not an object: invalid params.
+    let r = s.request(&json!({"jsonrpc":"2.0","id":4,"method":"ping","params":"x"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
