@@ -16,8 +16,10 @@ pub struct CommitInfo {
     pub author_name: String,
     /// Author email.
     pub author_email: String,
-    /// Author time (seconds since the epoch) and offset.
+    /// Author time (seconds since the epoch).
     pub author_time: i64,
+    /// The author's UTC offset, in seconds east.
+    pub author_offset: i32,
     /// Committer name.
     pub committer_name: String,
     /// Committer time (seconds since the epoch).
@@ -53,6 +55,7 @@ pub(crate) fn commit_info(c: &gix::Commit<'_>) -> Result<CommitInfo, GitError> {
         author_name: author.name.to_str_lossy().into_owned(),
         author_email: author.email.to_str_lossy().into_owned(),
         author_time: author.time().map(|t| t.seconds).unwrap_or(0),
+        author_offset: author.time().map(|t| t.offset).unwrap_or(0),
         committer_name: committer.name.to_str_lossy().into_owned(),
         committer_time: committer.time().map(|t| t.seconds).unwrap_or(0),
         subject,

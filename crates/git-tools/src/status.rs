@@ -1,5 +1,7 @@
 //! `git_status`: staged (X), unstaged (Y) and untracked entries, like
-//! `git status --porcelain=v2`, plus branch and upstream.
+//! `git status --porcelain`: changes by path, then untracked paths, an
+//! untracked directory collapsed to `dir/` as git does by default; plus
+//! branch and upstream.
 
 use std::collections::BTreeMap;
 
@@ -46,7 +48,8 @@ pub struct StatusOutcome {
     pub upstream: Option<String>,
     /// Commits ahead of / behind the upstream.
     pub ahead_behind: Option<(usize, usize)>,
-    /// Entries sorted by path, at most the cap.
+    /// Changed entries by path, then untracked ones by path (git's order),
+    /// at most the cap.
     pub entries: Vec<StatusEntry>,
     /// More entries exist.
     pub truncated: bool,
@@ -64,7 +67,7 @@ impl GitRepo {
         let specs = self.pathspecs(&path.map(|p| vec![p.to_owned()]).unwrap_or_default())?;
         let mut by_path: BTreeMap<String, StatusEntry> = BTreeMap::new();
         let untracked = if include_untracked {
-            UntrackedFiles::Files
+            UntrackedFiles::Collapsed
         } else {
             UntrackedFiles::None
         };
@@ -142,7 +145,14 @@ impl GitRepo {
                     };
                     let path = match &wt {
                         WorktreeItem::Modification { rela_path, .. } => rela_path.to_vec(),
-                        WorktreeItem::DirectoryContents { entry: e, .. } => e.rela_path.to_vec(),
+                        WorktreeItem::DirectoryContents { entry: e, .. } => {
+                            let mut p = e.rela_path.to_vec();
+                            // A collapsed untracked directory, named as git names it.
+                            if e.disk_kind == Some(gix::dir::entry::Kind::Directory) {
+                                p.push(b'/');
+                            }
+                            p
+                        }
                         WorktreeItem::Rewrite { dirwalk_entry, .. } => {
                             dirwalk_entry.rela_path.to_vec()
                         }
@@ -156,7 +166,9 @@ impl GitRepo {
                 }
             }
         }
-        let mut entries: Vec<StatusEntry> = by_path.into_values().collect();
+        let (mut entries, untracked): (Vec<StatusEntry>, Vec<StatusEntry>) =
+            by_path.into_values().partition(|e| e.staged != '?');
+        entries.extend(untracked);
         let truncated = entries.len() > max_entries;
         entries.truncate(max_entries);
         let (branch, head) = match repo.head() {

@@ -25,6 +25,7 @@ use rustix::io::Errno;
 use crate::error::PatchError;
 use crate::parse::{Op, parse};
 use crate::plan::{HunkReport, apply_chunks};
+use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
 
 /// Prefix of temp and backup files (so a restart can recognise leftovers).
 pub const TEMP_PREFIX: &str = ".ctm-patch-";
@@ -90,6 +91,66 @@ pub struct PatchReport {
     pub applied: bool,
 }
 
+/// An operation of a patch whose planning did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unplanned {
+    /// The operation.
+    pub operation: Operation,
+    /// The path as written in the patch.
+    pub path: String,
+    /// The destination of a move.
+    pub destination: Option<String>,
+}
+
+/// A patch that was not applied, with as much of its plan as was made.
+/// Nothing was written (except for `PatchError::RollbackFailed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchFailure {
+    /// Why.
+    pub error: PatchError,
+    /// The operations planned before the failure, in patch order: all of
+    /// them when the commit failed.
+    pub planned: Vec<FileChange>,
+    /// The operation that could not be planned and those after it.
+    pub unplanned: Vec<Unplanned>,
+}
+
+impl From<PatchError> for PatchFailure {
+    fn from(error: PatchError) -> Self {
+        Self {
+            error,
+            planned: Vec::new(),
+            unplanned: Vec::new(),
+        }
+    }
+}
+
+impl Unplanned {
+    fn of(op: &Op) -> Self {
+        match op {
+            Op::Add { path, .. } => Self {
+                operation: Operation::Add,
+                path: path.clone(),
+                destination: None,
+            },
+            Op::Delete { path, .. } => Self {
+                operation: Operation::Delete,
+                path: path.clone(),
+                destination: None,
+            },
+            Op::Update { path, move_to, .. } => Self {
+                operation: if move_to.is_some() {
+                    Operation::Move
+                } else {
+                    Operation::Update
+                },
+                path: path.clone(),
+                destination: move_to.clone(),
+            },
+        }
+    }
+}
+
 /// Faults for tests of the rollback path (they cannot be caused for real
 /// at a chosen moment).
 #[derive(Default)]
@@ -111,16 +172,17 @@ pub struct ApplyOptions {
 }
 
 /// The patch engine of one workspace. Its lock spans every caller, so two
-/// patches never interleave.
+/// patches never interleave; it also guards what the engine wrote lately,
+/// which tells a patch that lost a race from one that never fitted.
 #[derive(Debug)]
 pub struct PatchEngine {
     ws: Workspace,
     protect_git_dir: bool,
-    lock: Mutex<()>,
+    lock: Mutex<Recent>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Baseline {
+pub(crate) enum Baseline {
     Absent,
     Present { sha256: [u8; 32], mode: u32 },
 }
@@ -128,6 +190,8 @@ enum Baseline {
 struct Staged {
     path: WorkspacePath,
     baseline: Baseline,
+    /// The content at `baseline`, when small enough to remember.
+    original: Option<Vec<u8>>,
     /// `None`: delete.
     content: Option<Vec<u8>>,
     mode: u32,
@@ -143,10 +207,34 @@ fn hex(b: &[u8; 32]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn io_err(path: &str, e: impl std::fmt::Display) -> PatchError {
+/// An OS error of a write, as an errno.
+trait OsError: std::fmt::Display {
+    fn errno(&self) -> Errno;
+}
+
+impl OsError for Errno {
+    fn errno(&self) -> Errno {
+        *self
+    }
+}
+
+impl OsError for std::io::Error {
+    fn errno(&self) -> Errno {
+        Errno::from_io_error(self).unwrap_or(Errno::IO)
+    }
+}
+
+fn io_err(path: &str, e: impl OsError) -> PatchError {
+    // These stay true until someone changes the file system or its
+    // permissions: repeating the same patch cannot succeed before that.
+    let permanent = matches!(
+        e.errno(),
+        Errno::PERM | Errno::ACCESS | Errno::ROFS | Errno::NOSPC | Errno::DQUOT
+    );
     PatchError::Io {
         path: path.to_owned(),
         message: e.to_string(),
+        transient: !permanent,
     }
 }
 
@@ -156,21 +244,46 @@ impl PatchEngine {
         Self {
             ws,
             protect_git_dir,
-            lock: Mutex::new(()),
+            lock: Mutex::new(Recent::default()),
         }
     }
 
     /// Parses, plans and (unless `dry_run`) commits `patch`.
     pub fn apply(&self, patch: &str, opts: &ApplyOptions) -> Result<PatchReport, PatchError> {
-        let parsed = parse(patch)?;
+        self.apply_detailed(patch, opts).map_err(|f| f.error)
+    }
+
+    /// [`PatchEngine::apply`], and on failure what the patch would have done
+    /// as far as it was planned.
+    ///
+    /// A patch that no longer fits a file because another patch of this
+    /// engine changed, created or removed it since the text the patch was
+    /// written against (the loser of two concurrent patches, or a patch sent
+    /// twice) fails with [`PatchError::Conflict`] rather than a context or
+    /// existence error.
+    pub fn apply_detailed(
+        &self,
+        patch: &str,
+        opts: &ApplyOptions,
+    ) -> Result<PatchReport, PatchFailure> {
+        let parsed = parse(patch).map_err(PatchError::from)?;
         if parsed.ops.is_empty() {
-            return Err(PatchError::NoChanges);
+            return Err(PatchError::NoChanges.into());
         }
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut staged: BTreeMap<PathBuf, Staged> = BTreeMap::new();
         let mut files = Vec::new();
-        for op in &parsed.ops {
-            files.push(self.stage(op, &mut staged)?);
+        for (i, op) in parsed.ops.iter().enumerate() {
+            match self.stage(op, &mut staged) {
+                Ok(f) => files.push(f),
+                Err(e) => {
+                    return Err(PatchFailure {
+                        error: self.explain(&recent, op, &staged, e),
+                        planned: files,
+                        unplanned: parsed.ops[i..].iter().map(Unplanned::of).collect(),
+                    });
+                }
+            }
         }
         if opts.dry_run {
             return Ok(PatchReport {
@@ -192,12 +305,94 @@ impl PatchEngine {
                 _ => true,
             })
             .collect();
-        Commit::new(&self.ws, &opts.faults, self.protect_git_dir).run(&changed)?;
+        if let Err(error) = Commit::new(&self.ws, &opts.faults, self.protect_git_dir).run(&changed)
+        {
+            return Err(PatchFailure {
+                error,
+                planned: files,
+                unplanned: Vec::new(),
+            });
+        }
+        for s in changed {
+            let before = match (&s.baseline, s.original) {
+                (Baseline::Absent, _) => Some(None),
+                (Baseline::Present { .. }, Some(bytes)) => Some(Some(bytes)),
+                (Baseline::Present { .. }, None) => None,
+            };
+            let after = match &s.content {
+                Some(c) => Baseline::Present {
+                    sha256: sha(c),
+                    mode: s.mode,
+                },
+                None => Baseline::Absent,
+            };
+            recent.record(
+                s.path.relative().to_path_buf(),
+                before.map(|before| Written { before, after }),
+            );
+        }
         Ok(PatchReport {
             files,
             dry_run: false,
             applied: true,
         })
+    }
+
+    /// `e` stopped the planning of `op`. When the file is as this engine's
+    /// last patch of it left it, and the patch fits what was there before
+    /// that patch, the patch was written against the older text: a conflict
+    /// with that patch, not a patch that never fitted.
+    fn explain(
+        &self,
+        recent: &Recent,
+        op: &Op,
+        staged: &BTreeMap<PathBuf, Staged>,
+        e: PatchError,
+    ) -> PatchError {
+        let raw = match &e {
+            PatchError::Plan { path, .. }
+            | PatchError::NotFound { path, .. }
+            | PatchError::AlreadyExists { path, .. } => path.clone(),
+            _ => return e,
+        };
+        let Ok(p) = self.resolve(&raw) else { return e };
+        // A path an earlier operation of this same patch staged is not a race.
+        if staged.contains_key(p.relative()) {
+            return e;
+        }
+        let Some(last) = recent.get(p.relative()) else {
+            return e;
+        };
+        let Ok(now) = self.current(&p, &BTreeMap::new()) else {
+            return e;
+        };
+        if now.baseline != last.after {
+            return e;
+        }
+        let reason = match (&e, op, &last.before) {
+            (PatchError::Plan { .. }, Op::Update { chunks, .. }, Some(before)) => {
+                let Ok(text) = std::str::from_utf8(before) else {
+                    return e;
+                };
+                match apply_chunks(text, chunks) {
+                    Ok(p) if now.content.as_deref() == Some(p.text.as_bytes()) => {
+                        "an earlier patch already made this change"
+                    }
+                    Ok(_) => {
+                        "another patch changed it after the text this patch was written against"
+                    }
+                    Err(_) => return e,
+                }
+            }
+            (PatchError::NotFound { .. }, _, Some(_)) => {
+                "another patch deleted or moved it after this patch was written"
+            }
+            (PatchError::AlreadyExists { .. }, Op::Add { .. } | Op::Update { .. }, None) => {
+                "another patch created it after this patch was written"
+            }
+            _ => return e,
+        };
+        PatchError::Conflict { path: raw, reason }
     }
 
     fn resolve(&self, raw: &str) -> Result<WorkspacePath, PatchError> {
@@ -216,27 +411,32 @@ impl PatchEngine {
         &self,
         path: &WorkspacePath,
         staged: &BTreeMap<PathBuf, Staged>,
-    ) -> Result<(Option<Vec<u8>>, u32, Baseline), PatchError> {
+    ) -> Result<Current, PatchError> {
         if let Some(s) = staged.get(path.relative()) {
-            return Ok((s.content.clone(), s.mode, s.baseline.clone()));
+            return Ok(Current {
+                content: s.content.clone(),
+                mode: s.mode,
+                baseline: s.baseline.clone(),
+                original: s.original.clone(),
+            });
         }
         let shown = path.as_given();
         let (dir, name) = match self.ws.open_parent(path, false) {
             Ok(d) => d,
-            Err(ctm_workspace_fs::FsError::NotFound(_)) => {
-                return Ok((None, NEW_FILE_MODE, Baseline::Absent));
-            }
+            Err(ctm_workspace_fs::FsError::NotFound(_)) => return Ok(Current::absent()),
             Err(e) => return Err(e.into()),
         };
         match read_at(&dir, &name) {
-            Ok(Some((bytes, mode))) => {
-                let base = Baseline::Present {
+            Ok(Some((bytes, mode))) => Ok(Current {
+                baseline: Baseline::Present {
                     sha256: sha(&bytes),
                     mode,
-                };
-                Ok((Some(bytes), mode, base))
-            }
-            Ok(None) => Ok((None, NEW_FILE_MODE, Baseline::Absent)),
+                },
+                original: (bytes.len() <= MAX_REMEMBERED_BYTES).then(|| bytes.clone()),
+                content: Some(bytes),
+                mode,
+            }),
+            Ok(None) => Ok(Current::absent()),
             Err(ReadError::Directory) => Err(PatchError::IsDirectory(shown.to_owned())),
             Err(ReadError::Symlink) => Err(PatchError::NotRegular {
                 path: shown.to_owned(),
@@ -258,7 +458,12 @@ impl PatchEngine {
         match op {
             Op::Add { path, lines, .. } => {
                 let p = self.resolve(path)?;
-                let (cur, _, baseline) = self.current(&p, staged)?;
+                let Current {
+                    content: cur,
+                    baseline,
+                    original,
+                    ..
+                } = self.current(&p, staged)?;
                 if cur.is_some() {
                     return Err(PatchError::AlreadyExists {
                         path: path.clone(),
@@ -285,6 +490,7 @@ impl PatchEngine {
                     Staged {
                         path: p,
                         baseline,
+                        original,
                         content: Some(content),
                         mode: NEW_FILE_MODE,
                     },
@@ -293,7 +499,12 @@ impl PatchEngine {
             }
             Op::Delete { path, .. } => {
                 let p = self.resolve(path)?;
-                let (cur, mode, baseline) = self.current(&p, staged)?;
+                let Current {
+                    content: cur,
+                    mode,
+                    baseline,
+                    original,
+                } = self.current(&p, staged)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -321,6 +532,7 @@ impl PatchEngine {
                     Staged {
                         path: p,
                         baseline,
+                        original,
                         content: None,
                         mode,
                     },
@@ -334,7 +546,12 @@ impl PatchEngine {
                 ..
             } => {
                 let p = self.resolve(path)?;
-                let (cur, mode, baseline) = self.current(&p, staged)?;
+                let Current {
+                    content: cur,
+                    mode,
+                    baseline,
+                    original,
+                } = self.current(&p, staged)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -379,7 +596,12 @@ impl PatchEngine {
                 match move_to {
                     Some(dest) if self.resolve(dest)?.relative() != p.relative() => {
                         let d = self.resolve(dest)?;
-                        let (dest_cur, _, dest_base) = self.current(&d, staged)?;
+                        let Current {
+                            content: dest_cur,
+                            baseline: dest_base,
+                            original: dest_original,
+                            ..
+                        } = self.current(&d, staged)?;
                         if dest_cur.is_some() {
                             return Err(PatchError::AlreadyExists {
                                 path: dest.clone(),
@@ -394,6 +616,7 @@ impl PatchEngine {
                             Staged {
                                 path: p,
                                 baseline,
+                                original,
                                 content: None,
                                 mode,
                             },
@@ -403,6 +626,7 @@ impl PatchEngine {
                             Staged {
                                 path: d,
                                 baseline: dest_base,
+                                original: dest_original,
                                 content: Some(new),
                                 mode,
                             },
@@ -414,6 +638,7 @@ impl PatchEngine {
                             Staged {
                                 path: p,
                                 baseline,
+                                original,
                                 content: Some(new),
                                 mode,
                             },
@@ -422,6 +647,27 @@ impl PatchEngine {
                 }
                 Ok(change)
             }
+        }
+    }
+}
+
+/// A path's state while a patch is planned.
+struct Current {
+    /// `None`: absent (or deleted by an earlier operation).
+    content: Option<Vec<u8>>,
+    mode: u32,
+    baseline: Baseline,
+    /// The content at `baseline`, when small enough to remember.
+    original: Option<Vec<u8>>,
+}
+
+impl Current {
+    fn absent() -> Self {
+        Self {
+            content: None,
+            mode: NEW_FILE_MODE,
+            baseline: Baseline::Absent,
+            original: None,
         }
     }
 }
@@ -601,15 +847,15 @@ impl<'a> Commit<'a> {
                 Err(_) => {
                     return Err(PatchError::Conflict {
                         path: shown,
-                        reason: "it is no longer a regular file",
+                        reason: "it stopped being a regular file while the patch was applied",
                     });
                 }
             };
             if now != s.baseline {
                 let reason = if s.baseline == Baseline::Absent {
-                    "it was created by someone else"
+                    "someone else created it while the patch was applied"
                 } else {
-                    "its content or mode changed"
+                    "its content or mode changed while the patch was applied"
                 };
                 return Err(PatchError::Conflict {
                     path: shown,
@@ -623,7 +869,7 @@ impl<'a> Commit<'a> {
                         Err(Errno::EXIST) => {
                             return Err(PatchError::Conflict {
                                 path: shown,
-                                reason: "it was created by someone else",
+                                reason: "someone else created it while the patch was applied",
                             });
                         }
                         Err(e) => return Err(io_err(&shown, e)),

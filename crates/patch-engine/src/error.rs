@@ -67,8 +67,10 @@ pub enum PatchError {
     /// The patch changes nothing.
     #[error("no files were modified: the patch has no operations")]
     NoChanges,
-    /// A file changed between planning and committing, or a new file appeared.
-    #[error("{path} changed while the patch was being applied ({reason}); nothing was written")]
+    /// A file changed between planning and committing, or a new file
+    /// appeared; or another patch changed the file after the text this
+    /// patch was written against.
+    #[error("{path}: {reason}; nothing was written")]
     Conflict {
         /// The file.
         path: String,
@@ -82,6 +84,9 @@ pub enum PatchError {
         path: String,
         /// The OS message.
         message: String,
+        /// The same write may succeed later unchanged (not a permission,
+        /// read-only or full file system).
+        transient: bool,
     },
     /// Writing failed and restoring failed too.
     #[error("the patch failed ({cause}) and restoring failed too: {}", errors.join("; "))]

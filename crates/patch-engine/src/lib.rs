@@ -36,9 +36,11 @@ mod gitdir;
 mod leftovers;
 mod parse;
 mod plan;
+mod recent;
 
 pub use commit::{
-    ApplyOptions, Faults, FileChange, Operation, PatchEngine, PatchReport, TEMP_PREFIX,
+    ApplyOptions, Faults, FileChange, Operation, PatchEngine, PatchFailure, PatchReport,
+    TEMP_PREFIX, Unplanned,
 };
 pub use error::PatchError;
 pub use leftovers::{Leftovers, clean_leftovers};

@@ -292,15 +292,27 @@ pub fn patch_error(e: PatchError) -> ToolError {
             true,
             msg,
             json!({"path": path, "reason": reason}),
-            "Nothing was written. Re-read the file and resend the patch against its current content.",
+            if reason.contains("already made") {
+                "Nothing was written: the file already has this change. Re-read it to confirm; do not send this patch again."
+            } else {
+                "Nothing was written. Re-read the file and resend the patch against its current content."
+            },
         ),
-        PatchError::Io { path, message } => err(
+        PatchError::Io {
+            path,
+            message,
+            transient,
+        } => err(
             "PATCH_FAILED",
             Runtime,
-            true,
+            transient,
             msg,
             json!({"path": path, "os_error": message, "rolled_back": true}),
-            "Nothing was changed (every file was restored); call again, or check the file system if it repeats.",
+            if transient {
+                "Nothing was changed (every file was restored); call again, or check the file system if it repeats."
+            } else {
+                "Nothing was changed (every file was restored). The file system refuses this write (permissions, an immutable or read-only file, or no space): repeating the patch cannot succeed until that changes."
+            },
         ),
         PatchError::RollbackFailed {
             cause,

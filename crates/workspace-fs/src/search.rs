@@ -60,6 +60,12 @@ pub struct SearchOutcome {
     pub matches: Vec<TextMatch>,
     /// More matches exist than were returned (the search stopped early).
     pub truncated: bool,
+    /// Matching lines counted: all of them when `total_exact`, otherwise
+    /// those of the shortest run of files (in path order) that already holds
+    /// more than `max_results`, a lower bound that is the same on every run.
+    pub total_matches: usize,
+    /// `total_matches` counts every match (the search was not cut short).
+    pub total_exact: bool,
     /// Files opened and searched.
     pub files_searched: usize,
     /// Binary files skipped.
@@ -80,7 +86,8 @@ struct Shared<'a> {
 
 /// Per-file results in path order, and how far the finished prefix reaches.
 struct Progress {
-    slots: Vec<Option<Vec<TextMatch>>>,
+    /// Each file's matches, and whether its search stopped before its end.
+    slots: Vec<Option<(Vec<TextMatch>, bool)>>,
     /// Files `0..prefix` are all searched.
     prefix: usize,
     /// Matches in files `0..prefix`.
@@ -150,7 +157,7 @@ pub fn search_text(
                     let found = search_one(shared, &mut searcher, file);
                     let mut p = lock(progress);
                     p.slots[i] = Some(found);
-                    while let Some(Some(done)) = p.slots.get(p.prefix) {
+                    while let Some(Some((done, _))) = p.slots.get(p.prefix) {
                         let n = done.len();
                         p.prefix_matches += n;
                         p.prefix += 1;
@@ -163,18 +170,32 @@ pub fn search_text(
         }
     });
     let p = progress.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut matches: Vec<TextMatch> = p
-        .slots
-        .into_iter()
-        .take(p.prefix)
-        .flatten()
-        .flatten()
-        .collect();
+    let searched_all = p.prefix == files.len();
+    let mut matches: Vec<TextMatch> = Vec::new();
+    let mut files_counted = 0;
+    let mut any_cut = false;
+    for (found, cut) in p.slots.into_iter().take(p.prefix).flatten() {
+        // Past the cap, later files only change the count, and how many of
+        // them were searched before the stop depends on timing: stop at the
+        // first file that crosses the cap so the count does not. That file
+        // itself is never stopped by another thread (the stop needs it), only
+        // by its own cap, which is the same on every run.
+        if matches.len() > req.max_results {
+            break;
+        }
+        matches.extend(found);
+        any_cut |= cut;
+        files_counted += 1;
+    }
+    let total_matches = matches.len();
+    let total_exact = searched_all && files_counted == p.prefix && !any_cut;
     let truncated = matches.len() > req.max_results;
     matches.truncate(req.max_results);
     Ok(SearchOutcome {
         matches,
         truncated,
+        total_matches,
+        total_exact,
         files_searched: shared.searched.load(Ordering::SeqCst),
         binary_files_skipped: shared.binary.load(Ordering::SeqCst),
         warnings: shared
@@ -242,14 +263,14 @@ fn search_one(
     shared: &Shared<'_>,
     searcher: &mut Searcher,
     path: &WorkspacePath,
-) -> Vec<TextMatch> {
+) -> (Vec<TextMatch>, bool) {
     // Opened beneath the root: a file swapped for an outside symlink is refused.
     let file = match shared.ws.open_beneath(path) {
         Ok((f, Kind::File)) => f,
-        Ok(_) => return Vec::new(),
+        Ok(_) => return (Vec::new(), false),
         Err(e) => {
             lock(&shared.warnings).push(e.to_string());
-            return Vec::new();
+            return (Vec::new(), false);
         }
     };
     shared.searched.fetch_add(1, Ordering::Relaxed);
@@ -261,6 +282,7 @@ fn search_one(
         pending: Vec::new(),
         last_line: 0,
         binary: false,
+        cut: false,
     };
     if let Err(e) = searcher.search_file(&shared.matcher, &file, &mut sink) {
         lock(&shared.warnings).push(format!("{}: {e}", path.display()));
@@ -268,9 +290,9 @@ fn search_one(
     if sink.binary {
         shared.binary.fetch_add(1, Ordering::Relaxed);
         // Matches found before the NUL byte came from a binary file: drop them.
-        return Vec::new();
+        return (Vec::new(), false);
     }
-    sink.out
+    (sink.out, sink.cut)
 }
 
 struct Collect<'a, 's> {
@@ -283,6 +305,8 @@ struct Collect<'a, 's> {
     pending: Vec<(usize, usize)>,
     last_line: u64,
     binary: bool,
+    /// The search of this file stopped before its end (cap or stop).
+    cut: bool,
 }
 
 impl Collect<'_, '_> {
@@ -358,14 +382,16 @@ impl Sink for Collect<'_, '_> {
         }
         // One file never needs more than the cap plus the one that proves it exceeded.
         let enough = self.out.len() > self.shared.req.max_results;
-        Ok(!enough && !self.shared.stop.load(Ordering::Relaxed))
+        self.cut = enough || self.shared.stop.load(Ordering::Relaxed);
+        Ok(!self.cut)
     }
 
     fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
         if let Some(n) = c.line_number() {
             self.line(n, c.bytes(), false);
         }
-        Ok(!self.shared.stop.load(Ordering::Relaxed))
+        self.cut = self.shared.stop.load(Ordering::Relaxed);
+        Ok(!self.cut)
     }
 
     fn binary_data(&mut self, _s: &Searcher, _offset: u64) -> Result<bool, Self::Error> {
@@ -520,8 +546,29 @@ mod tests {
         assert_eq!(got[0], (expected[0].to_owned(), 1));
         assert_eq!(got[3], (expected[1].to_owned(), 1));
         assert_eq!(got[6], (expected[2].to_owned(), 1));
+        // 7 cut in the third file: the count covers the first three files.
+        assert_eq!((first.total_matches, first.total_exact), (9, false));
         for _ in 0..20 {
-            assert_eq!(run(&w, &r).matches, first.matches);
+            let again = run(&w, &r);
+            assert_eq!(again.matches, first.matches);
+            assert_eq!(again.total_matches, 9);
         }
+        // Without a cut, or when the cut is in the last file, the count is exact.
+        r.max_results = 1000;
+        assert_eq!(
+            (run(&w, &r).total_matches, run(&w, &r).total_exact),
+            (180, true)
+        );
+        let one = search_text(&w, &w.resolve(expected[0]).unwrap(), &{
+            let mut r = req("hit");
+            r.max_results = 1;
+            r
+        })
+        .unwrap();
+        // One file cut by its own cap: the count stops with it.
+        assert_eq!(
+            (one.truncated, one.total_matches, one.total_exact),
+            (true, 2, false)
+        );
     }
 }

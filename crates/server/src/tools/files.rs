@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use ctm_workspace_fs::{
     Entry, FilesRequest, FsError, Globs, ImageRequest, ListRequest, ReadRequest, SearchRequest,
-    SortKey, Workspace, WorkspacePath,
+    SortKey, TruncatedBy, Workspace, WorkspacePath,
 };
 use serde_json::{Map, Value, json};
 
@@ -96,7 +96,7 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
         "total_bytes": r.total_bytes,
         "max_bytes": max_bytes,
         "truncated": r.truncated_by.is_some(),
-        "truncated_by": r.truncated_by.map(|t| t.as_str()),
+        "truncated_by": r.truncated_by.map(truncated_by),
         "first_line_exceeds_limit": r.first_line_exceeds_limit,
         "has_more": r.next_start_line.is_some(),
         "next_start_line": r.next_start_line,
@@ -105,6 +105,14 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
     }));
     s.insert("content".into(), Value::String(r.content));
     Ok(success(text, s))
+}
+
+/// The reference's words for the limit that cut a read: `lines` or `bytes`.
+fn truncated_by(t: TruncatedBy) -> &'static str {
+    match t {
+        TruncatedBy::MaxLines => "lines",
+        TruncatedBy::MaxBytes => "bytes",
+    }
 }
 
 fn sort_key(s: Option<&str>) -> SortKey {
@@ -168,12 +176,16 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         ));
     }
     let entries: Vec<Value> = l.entries.iter().map(|e| entry_json(e, ignored)).collect();
+    let mut warnings = l.warnings;
+    if l.truncated {
+        warnings.insert(0, "entry limit reached".to_owned());
+    }
     let mut s = obj(json!({
         "path": path,
         "count": l.entries.len(),
         "truncated": l.truncated,
         "limit": {"max_entries": max},
-        "warnings": l.warnings,
+        "warnings": warnings,
     }));
     s.insert("entries".into(), Value::Array(entries));
     Ok(success(text.trim_end().to_owned(), s))
@@ -223,12 +235,16 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
             Value::Object(f)
         })
         .collect();
+    let mut warnings = l.warnings;
+    if l.truncated {
+        warnings.insert(0, "result limit reached".to_owned());
+    }
     let mut s = obj(json!({
         "path": path,
         "count": l.entries.len(),
         "truncated": l.truncated,
         "limit": {"max_results": max},
-        "warnings": l.warnings,
+        "warnings": warnings,
     }));
     s.insert("files".into(), Value::Array(files));
     Ok(success(text.trim_end().to_owned(), s))
@@ -273,8 +289,14 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
         );
     }
     if o.truncated {
+        let total = if o.total_exact {
+            format!("{}", o.total_matches)
+        } else {
+            format!("at least {}", o.total_matches)
+        };
         text.push_str(&format!(
-            "[stopped at max_results={max}: more matches exist; narrow the query, path or globs, or raise max_results (up to 10000)]\n"
+            "[showing {} of {total} matches (max_results={max}); narrow the query, path or globs, or raise max_results (up to 10000)]\n",
+            o.matches.len()
         ));
     }
     let matches: Vec<Value> = o
@@ -292,17 +314,23 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
             })
         })
         .collect();
+    let mut warnings = o.warnings;
+    if o.truncated {
+        warnings.insert(0, "result limit reached".to_owned());
+    }
     let mut s = obj(json!({
         "query": query,
         "path": path,
         "regex": regex,
         "case_sensitive": case_sensitive,
         "match_count": o.matches.len(),
+        "total_matches": o.total_matches,
+        "total_matches_exact": o.total_exact,
         "truncated": o.truncated,
         "limit": {"max_results": max},
         "files_searched": o.files_searched,
         "binary_files_skipped": o.binary_files_skipped,
-        "warnings": o.warnings,
+        "warnings": warnings,
     }));
     s.insert("matches".into(), Value::Array(matches));
     Ok(success(text.trim_end().to_owned(), s))
@@ -351,12 +379,20 @@ pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
     })
 }
 
-/// RFC 3339 UTC with microseconds, from the Unix epoch (civil-from-days).
+/// RFC 3339 UTC with microseconds, from the Unix epoch.
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
+    let (year, month, day, h, m, s) = civil(i64::try_from(d.as_secs()).unwrap_or(0));
+    format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}Z",
+        d.subsec_micros()
+    )
+}
+
+/// Year, month, day, hour, minute, second of a Unix time (civil-from-days).
+pub fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -366,13 +402,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
+    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

@@ -52,11 +52,20 @@ fn ok(text: String, structured: Map<String, Value>) -> ToolSuccess {
     }
 }
 
+/// A porcelain v1 status letter: an unchanged side is a space, as
+/// `git status --porcelain` prints it.
+fn porcelain(c: char) -> char {
+    if c == '.' { ' ' } else { c }
+}
+
 pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let untracked = args.bool("include_untracked");
     let max = args.usize("max_entries").unwrap_or(1000);
     let s = with_repo(server, move |r| r.status(path.as_deref(), untracked, max)).await?;
+    let xy = |e: &ctm_git_tools::StatusEntry| {
+        format!("{}{}", porcelain(e.staged), porcelain(e.unstaged))
+    };
     let mut text = format!(
         "## {}{}{}\n",
         s.branch.as_deref().unwrap_or("HEAD (detached)"),
@@ -70,8 +79,8 @@ pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, Too
     );
     for e in &s.entries {
         match &e.orig_path {
-            Some(o) => text.push_str(&format!("{} {} -> {}\n", e.xy(), o, e.path)),
-            None => text.push_str(&format!("{} {}\n", e.xy(), e.path)),
+            Some(o) => text.push_str(&format!("{} {} -> {}\n", xy(e), o, e.path)),
+            None => text.push_str(&format!("{} {}\n", xy(e), e.path)),
         }
     }
     if s.entries.is_empty() {
@@ -85,17 +94,27 @@ pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, Too
     let entries: Vec<Value> = s
         .entries
         .iter()
-        .map(|e| json!({"path": e.path, "orig_path": e.orig_path, "index_status": e.staged.to_string(), "worktree_status": e.unstaged.to_string(), "xy": e.xy()}))
+        .map(|e| {
+            json!({
+                "path": e.path,
+                "original_path": e.orig_path,
+                "index_status": porcelain(e.staged).to_string(),
+                "worktree_status": porcelain(e.unstaged).to_string(),
+                "xy": xy(e),
+            })
+        })
         .collect();
     let mut st = obj(json!({
+        "is_repo": true,
         "branch": s.branch,
         "head": s.head,
-        "upstream": s.upstream,
-        "ahead": s.ahead_behind.map(|x| x.0),
-        "behind": s.ahead_behind.map(|x| x.1),
+        "upstream": s.upstream.unwrap_or_default(),
+        "ahead": s.ahead_behind.map_or(0, |x| x.0),
+        "behind": s.ahead_behind.map_or(0, |x| x.1),
         "count": s.entries.len(),
         "truncated": s.truncated,
         "clean": s.entries.is_empty(),
+        "warnings": if s.truncated { json!(["status entries truncated"]) } else { json!([]) },
     }));
     st.insert("entries".into(), Value::Array(entries));
     Ok(ok(text.trim_end().to_owned(), st))
@@ -109,32 +128,79 @@ fn paths_of(args: &Args) -> Vec<String> {
     paths
 }
 
-fn diff_json(d: &DiffOutcome) -> Vec<Value> {
+/// The reference's word for a change (`modified`, `added`, `deleted`), and
+/// ours for what it has none for.
+fn status_word(c: char) -> &'static str {
+    match c {
+        'A' => "added",
+        'D' => "deleted",
+        'R' => "renamed",
+        'C' => "copied",
+        'T' => "type_changed",
+        _ => "modified",
+    }
+}
+
+fn diff_files(d: &DiffOutcome, stage: Option<&str>) -> Vec<Value> {
     d.files
         .iter()
-        .map(|f| json!({"path": f.path, "old_path": f.old_path, "status": f.status.to_string(), "binary": f.binary, "lines_added": f.added, "lines_removed": f.removed, "included": f.included}))
+        .map(|f| {
+            let mut v = json!({"path": f.path, "status": status_word(f.status), "binary": f.binary, "old_path": f.old_path, "lines_added": f.added, "lines_removed": f.removed, "included": f.included});
+            if let Some(stage) = stage {
+                v["stage"] = json!(stage);
+            }
+            v
+        })
         .collect()
 }
 
-fn omitted_hint(d: &DiffOutcome, tool: &str) -> Option<String> {
-    let left: Vec<&str> = d
-        .files
+/// The reference's truncation fields of a text result.
+fn truncation(st: &mut Map<String, Value>, text: &str, truncated: bool, warning: &str) {
+    st.insert("truncated".into(), json!(truncated));
+    st.insert(
+        "truncated_by".into(),
+        if truncated {
+            json!("bytes")
+        } else {
+            Value::Null
+        },
+    );
+    st.insert("output_lines".into(), json!(text.lines().count()));
+    st.insert("output_bytes".into(), json!(text.len()));
+    st.insert(
+        "warnings".into(),
+        if truncated {
+            json!([warning])
+        } else {
+            json!([])
+        },
+    );
+}
+
+fn left_out(d: &DiffOutcome) -> Vec<String> {
+    d.files
         .iter()
         .filter(|f| !f.included)
-        .map(|f| f.path.as_str())
-        .collect();
+        .map(|f| f.path.clone())
+        .collect()
+}
+
+/// The model-facing hint of a cut diff; `call` renders the continuation
+/// for the files left out.
+fn omitted_hint(d: &DiffOutcome, tool: &str, call: impl Fn(&[String]) -> String) -> Option<String> {
     if !d.truncated {
         return None;
     }
+    let left = left_out(d);
     Some(if left.is_empty() {
         format!(
             "[truncated by max_bytes: the file is longer than the budget; raise max_bytes (up to 1048576) or lower context_lines in {tool}]"
         )
     } else {
         format!(
-            "[truncated by max_bytes; files left out: {}. Continue with {tool}(paths={:?}) or raise max_bytes]",
+            "[truncated by max_bytes; files left out: {}. Continue with {} or raise max_bytes]",
             left.join(", "),
-            left
+            call(&left)
         )
     })
 }
@@ -147,17 +213,18 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
         context_lines: u32::try_from(args.u64("context_lines").unwrap_or(3)).unwrap_or(3),
         max_bytes: args.usize("max_bytes").unwrap_or(256 * 1024),
     };
-    let (s, u) = with_repo(server, move |r| {
-        let s = if staged {
-            Some(r.diff_staged(&paths, opts)?)
+    // Unstaged first, as the reference concatenates them.
+    let (u, s) = with_repo(server, move |r| {
+        let u = if unstaged {
+            Some(r.diff_unstaged(&paths, opts)?)
         } else {
             None
         };
         let budget = opts
             .max_bytes
-            .saturating_sub(s.as_ref().map_or(0, |d| d.text.len()));
-        let u = if unstaged {
-            Some(r.diff_unstaged(
+            .saturating_sub(u.as_ref().map_or(0, |d| d.text.len()));
+        let s = if staged {
+            Some(r.diff_staged(
                 &paths,
                 DiffOptions {
                     max_bytes: budget,
@@ -167,25 +234,34 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
         } else {
             None
         };
-        Ok((s, u))
+        Ok((u, s))
     })
     .await?;
     let mut text = String::new();
-    let mut st = Map::new();
-    for (name, d) in [("staged", &s), ("unstaged", &u)] {
+    let mut diff = String::new();
+    let mut files = Vec::new();
+    for (name, d) in [("unstaged", &u), ("staged", &s)] {
         if let Some(d) = d {
             if s.is_some() && u.is_some() && !d.text.is_empty() {
                 text.push_str(&format!("# {name} changes\n"));
             }
             text.push_str(&d.text);
-            if let Some(h) = omitted_hint(d, "git_diff") {
+            diff.push_str(&d.text);
+            let call = |left: &[String]| {
+                format!(
+                    "git_diff(paths={left:?}{})",
+                    if name == "staged" {
+                        ", staged=true, unstaged=false"
+                    } else {
+                        ""
+                    }
+                )
+            };
+            if let Some(h) = omitted_hint(d, "git_diff", call) {
                 text.push_str(&h);
                 text.push('\n');
             }
-            st.insert(
-                name.into(),
-                json!({"diff": d.text, "files": diff_json(d), "truncated": d.truncated}),
-            );
+            files.extend(diff_files(d, Some(name)));
         }
     }
     let truncated = [&s, &u]
@@ -194,20 +270,49 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     if text.is_empty() {
         text = "No differences.".into();
     }
-    st.insert("truncated".into(), json!(truncated));
+    let mut st = Map::new();
+    st.insert("is_repo".into(), json!(true));
+    truncation(&mut st, &diff, truncated, "diff truncated");
+    st.insert("files".into(), Value::Array(files));
+    st.insert("diff".into(), Value::String(diff));
     Ok(ok(text.trim_end().to_owned(), st))
+}
+
+/// ISO 8601 with the author's offset, as `git log --date=iso-strict`.
+fn iso_strict(secs: i64, offset: i32) -> String {
+    let (y, mo, d, h, mi, s) = super::files::civil(secs + i64::from(offset));
+    let sign = if offset < 0 { '-' } else { '+' };
+    let off = offset.unsigned_abs();
+    let zone = if offset == 0 {
+        "Z".to_owned()
+    } else {
+        format!("{sign}{:02}:{:02}", off / 3600, off % 3600 / 60)
+    };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{zone}")
 }
 
 fn commit_json(c: &ctm_git_tools::CommitInfo) -> Value {
     json!({
-        "id": c.id, "short_id": c.short_id, "author": c.author_name, "author_email": c.author_email,
-        "author_time": c.author_time, "committer": c.committer_name, "committer_time": c.committer_time,
+        "hash": c.id, "short_hash": c.short_id, "author_name": c.author_name, "author_email": c.author_email,
+        "author_date": iso_strict(c.author_time, c.author_offset), "author_time": c.author_time,
+        "committer": c.committer_name, "committer_time": c.committer_time,
         "subject": c.subject, "body": c.body, "parents": c.parents,
     })
 }
 
+/// Renders a call as the model would write it: `tool(key=json, ...)`.
+fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
+    let args: Vec<String> = arguments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{tool}({})", args.join(", "))
+}
+
 pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let rev = args.str("ref").unwrap_or("HEAD").to_owned();
+    let given_path = args
+        .map()
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let skip = args.usize("skip").unwrap_or(0);
     let max = args.usize("max_count").unwrap_or(20);
@@ -221,15 +326,30 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
     if log.commits.is_empty() {
         text = "No commits.\n".into();
     }
-    let mut st = obj(
-        json!({"ref": rev, "path": path, "skip": skip, "count": log.commits.len(), "has_more": log.has_more}),
-    );
+    let mut st = obj(json!({
+        "is_repo": true,
+        "ref": rev,
+        "path": path.as_deref().unwrap_or("."),
+        "max_count": max,
+        "skip": skip,
+        "count": log.commits.len(),
+        "truncated": log.has_more,
+        "warnings": if log.has_more { json!(["commit limit reached"]) } else { json!([]) },
+    }));
     if log.has_more {
         let next = skip + log.commits.len();
-        text.push_str(&format!("[more: git_log(ref={rev:?}, skip={next})]\n"));
+        // Every argument that selects the commits carries over.
+        let mut a = Map::new();
+        if let Some(p) = &given_path {
+            a.insert("path".into(), json!(p));
+        }
+        a.insert("ref".into(), json!(rev));
+        a.insert("max_count".into(), json!(max));
+        a.insert("skip".into(), json!(next));
+        text.push_str(&format!("[more: {}]\n", call_text("git_log", &a)));
         st.insert(
             "next_action".into(),
-            json!({"tool": "git_log", "arguments": {"ref": rev, "skip": next, "max_count": max}}),
+            json!({"tool": "git_log", "arguments": a}),
         );
     }
     st.insert(
@@ -291,35 +411,68 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
             if truncated {
                 text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
             }
-            let st = obj(
-                json!({"rev": rev, "path": args.str("path"), "kind": "file", "content": content, "total_bytes": total, "truncated": truncated}),
+            let mut st = obj(
+                json!({"is_repo": true, "rev": rev, "path": args.str("path"), "kind": "file", "total_bytes": total}),
             );
+            truncation(&mut st, &content, truncated, "output truncated");
+            st.insert("files".into(), json!([]));
+            st.insert("content".into(), Value::String(content));
             Ok(ok(text, st))
         }
         Shown::Commit(boxed) => {
             let (info, diff) = *boxed;
-            let mut text = format!(
-                "commit {}\nAuthor: {} <{}>\n\n    {}\n",
-                info.id, info.author_name, info.author_email, info.subject
+            let mut content = format!(
+                "commit {}\nAuthor: {} <{}>\nDate:   {}\n\n    {}\n",
+                info.id,
+                info.author_name,
+                info.author_email,
+                iso_strict(info.author_time, info.author_offset),
+                info.subject
             );
             if !info.body.is_empty() {
+                content.push('\n');
                 for l in info.body.lines() {
-                    text.push_str(&format!("    {l}\n"));
+                    content.push_str(&format!("    {l}\n"));
                 }
             }
-            let mut st = obj(json!({"rev": rev, "kind": "commit", "commit": commit_json(&info)}));
+            let mut st = obj(
+                json!({"is_repo": true, "rev": rev, "kind": "commit", "commit": commit_json(&info)}),
+            );
+            let mut text = String::new();
             if include_diff {
-                if info.parents.len() > 1 {
-                    text.push_str("\n[merge commit: the diff is against the first parent]\n");
+                content.push('\n');
+                content.push_str(&diff.text);
+                let left = left_out(&diff);
+                // The next page keeps what selects the data: the revision,
+                // and the diff's shape.
+                let mut a = Map::new();
+                a.insert("rev".into(), json!(rev));
+                a.insert("paths".into(), json!(left));
+                if args.map().contains_key("context_lines") {
+                    a.insert("context_lines".into(), json!(opts.context_lines));
                 }
-                text.push('\n');
-                text.push_str(&diff.text);
-                if let Some(h) = omitted_hint(&diff, "git_show") {
+                if args.map().contains_key("max_bytes") {
+                    a.insert("max_bytes".into(), json!(opts.max_bytes));
+                }
+                let hint = omitted_hint(&diff, "git_show", |_| call_text("git_show", &a));
+                if info.parents.len() > 1 {
+                    text.push_str("[merge commit: the diff is against the first parent]\n");
+                }
+                text.push_str(&content);
+                if let Some(h) = hint {
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
                     text.push_str(&h);
                 }
-                st.insert("diff".into(), json!(diff.text));
-                st.insert("files".into(), Value::Array(diff_json(&diff)));
-                st.insert("truncated".into(), json!(diff.truncated));
+                if diff.truncated && !left.is_empty() {
+                    st.insert(
+                        "next_action".into(),
+                        json!({"tool": "git_show", "arguments": a}),
+                    );
+                }
+                truncation(&mut st, &content, diff.truncated, "output truncated");
+                st.insert("files".into(), Value::Array(diff_files(&diff, None)));
                 st.insert(
                     "diff_base".into(),
                     json!(if info.parents.is_empty() {
@@ -328,7 +481,12 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
                         "first parent"
                     }),
                 );
+            } else {
+                text = content.clone();
+                truncation(&mut st, &content, false, "output truncated");
+                st.insert("files".into(), json!([]));
             }
+            st.insert("content".into(), Value::String(content));
             Ok(ok(text.trim_end().to_owned(), st))
         }
     }
@@ -336,7 +494,8 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
 
 pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
-    let rev = args.str("rev").unwrap_or("HEAD").to_owned();
+    let given_rev = args.str("rev").map(str::to_owned);
+    let rev = given_rev.clone().unwrap_or_else(|| "HEAD".to_owned());
     let start = u32::try_from(args.u64("start_line").unwrap_or(1)).unwrap_or(u32::MAX);
     let end = args
         .u64("end_line")
@@ -358,21 +517,55 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
             )
         })
         .collect();
-    let mut st = obj(
-        json!({"path": path, "rev": rev, "total_lines": b.total_lines, "has_more": b.has_more}),
-    );
+    let mut st = obj(json!({
+        "is_repo": true,
+        "path": path,
+        "rev": given_rev,
+        "start_line": start,
+        "end_line": b.lines.last().map_or(start.saturating_sub(1), |l| l.line),
+        "max_lines": max,
+        "total_lines": b.total_lines,
+        "truncated": b.has_more,
+        "warnings": if b.has_more { json!(["line limit reached"]) } else { json!([]) },
+    }));
     if let (true, Some(last)) = (b.has_more, b.lines.last()) {
-        let next = last.line + 1;
-        text.push_str(&format!(
-            "[more: git_blame(path={path:?}, start_line={next})]\n"
-        ));
-        st.insert("next_action".into(), json!({"tool": "git_blame", "arguments": {"path": path, "rev": rev, "start_line": next}}));
+        // Every argument that selects the lines carries over.
+        let mut a = Map::new();
+        a.insert("path".into(), json!(path));
+        if let Some(r) = &given_rev {
+            a.insert("rev".into(), json!(r));
+        }
+        a.insert("start_line".into(), json!(last.line + 1));
+        if let Some(e) = end {
+            a.insert("end_line".into(), json!(e));
+        }
+        a.insert("max_lines".into(), json!(max));
+        text.push_str(&format!("[more: {}]\n", call_text("git_blame", &a)));
+        st.insert(
+            "next_action".into(),
+            json!({"tool": "git_blame", "arguments": a}),
+        );
     }
     let lines: Vec<Value> = b
         .lines
         .iter()
-        .map(|l| json!({"line": l.line, "original_line": l.original_line, "commit": l.commit, "author": l.author, "author_email": l.author_email, "author_time": l.author_time, "summary": l.summary, "content": l.content}))
+        .map(|l| json!({"line": l.line, "original_line": l.original_line, "commit": l.commit, "author": l.author, "author_mail": l.author_email, "author_time": l.author_time, "summary": l.summary, "content": l.content}))
         .collect();
     st.insert("lines".into(), Value::Array(lines));
     Ok(ok(text.trim_end().to_owned(), st))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso_strict;
+
+    #[test]
+    fn dates_as_git_iso_strict() {
+        assert_eq!(iso_strict(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso_strict(1_709_251_199, 3600), "2024-03-01T00:59:59+01:00");
+        assert_eq!(
+            iso_strict(1_709_251_199, -16_200),
+            "2024-02-29T19:29:59-04:30"
+        );
+    }
 }

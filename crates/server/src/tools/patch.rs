@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use ctm_patch_engine::{ApplyOptions, FileChange, Operation, PatchEngine, PatchReport};
+use ctm_patch_engine::{
+    ApplyOptions, FileChange, Operation, PatchEngine, PatchFailure, PatchReport, Unplanned,
+};
 use serde_json::{Map, Value, json};
 
 use crate::args::Args;
@@ -32,6 +34,8 @@ fn file_json(f: &FileChange, dry_run: bool) -> Value {
         "operation": f.operation.as_str(),
         "path": f.path,
         "destination": f.destination,
+        "additions": f.lines_added,
+        "removals": f.lines_removed,
         "lines_added": f.lines_added,
         "lines_removed": f.lines_removed,
         "old_sha256": f.old_sha256,
@@ -44,6 +48,30 @@ fn file_json(f: &FileChange, dry_run: bool) -> Value {
         v["changed"] = json!(f.would_change);
     }
     v
+}
+
+/// The reference's `affected_files` entry: a move is named by its
+/// destination, with the source as `old_path`.
+fn affected_json(f: &FileChange) -> Value {
+    let mut v = match (&f.operation, &f.destination) {
+        (Operation::Move, Some(dest)) => {
+            json!({"path": dest, "old_path": f.path, "operation": "move"})
+        }
+        _ => json!({"path": f.path, "operation": f.operation.as_str()}),
+    };
+    v["additions"] = json!(f.lines_added);
+    v["removals"] = json!(f.lines_removed);
+    v
+}
+
+fn unplanned_json(u: &Unplanned) -> Value {
+    json!({
+        "operation": u.operation.as_str(),
+        "path": u.path,
+        "destination": u.destination,
+        "planned": false,
+        "would_change": null,
+    })
 }
 
 fn render(report: &PatchReport) -> ToolSuccess {
@@ -92,11 +120,19 @@ fn render(report: &PatchReport) -> ToolSuccess {
     let mut s = Map::new();
     s.insert("dry_run".into(), json!(report.dry_run));
     s.insert("applied".into(), json!(report.applied));
+    s.insert("clean".into(), json!(true));
     s.insert("file_count".into(), json!(report.files.len()));
+    s.insert("additions".into(), json!(added));
+    s.insert("removals".into(), json!(removed));
     s.insert("lines_added".into(), json!(added));
     s.insert("lines_removed".into(), json!(removed));
-    s.insert("summary".into(), json!(summary));
+    s.insert("summary".into(), json!(summary.join("\n")));
+    s.insert(
+        "affected_files".into(),
+        Value::Array(report.files.iter().map(affected_json).collect()),
+    );
     s.insert("files".into(), Value::Array(files));
+    s.insert("warnings".into(), json!(fuzzy));
     ToolSuccess {
         text,
         structured: s,
@@ -104,12 +140,37 @@ fn render(report: &PatchReport) -> ToolSuccess {
     }
 }
 
+/// A refused or failed patch: the error, with the fix in `details.retry_hint`
+/// (the reference's field), and what the patch would have done as far as it
+/// was planned (client notes section 2): nothing was applied.
+fn failure(f: PatchFailure, dry_run: bool) -> ToolError {
+    let mut e = patch_error(f.error);
+    if let Value::Object(d) = &mut e.details {
+        d.entry("retry_hint")
+            .or_insert_with(|| Value::String(e.recovery.clone()));
+    }
+    let mut files: Vec<Value> = f
+        .planned
+        .iter()
+        .map(|c| {
+            let mut v = file_json(c, true);
+            v["planned"] = json!(true);
+            v
+        })
+        .collect();
+    files.extend(f.unplanned.iter().map(unplanned_json));
+    e.extra.insert("dry_run".into(), json!(dry_run));
+    e.extra.insert("applied".into(), json!(false));
+    e.extra.insert("files".into(), Value::Array(files));
+    e
+}
+
 pub async fn apply_patch(engine: &Arc<PatchEngine>, args: &Args) -> Result<ToolSuccess, ToolError> {
     let patch = args.str("patch").unwrap_or_default().to_owned();
     let dry_run = args.bool("dry_run");
     let engine = engine.clone();
     let report = tokio::task::spawn_blocking(move || {
-        engine.apply(
+        engine.apply_detailed(
             &patch,
             &ApplyOptions {
                 dry_run,
@@ -119,6 +180,6 @@ pub async fn apply_patch(engine: &Arc<PatchEngine>, args: &Args) -> Result<ToolS
     })
     .await
     .map_err(|e| join_error(&e))?
-    .map_err(patch_error)?;
+    .map_err(|f| failure(f, dry_run))?;
     Ok(render(&report))
 }

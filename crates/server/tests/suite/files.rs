@@ -70,7 +70,8 @@ fn read_file_ranges_bounds_and_continuations() {
         json!({"path": "src/fifty.txt", "start_line": 10.0, "max_lines": 3}),
     );
     assert_eq!(r["content"], "line 10\nline 11\nline 12\n");
-    assert_eq!(r["truncated_by"], "max_lines");
+    // The reference's words: "lines" or "bytes".
+    assert_eq!(r["truncated_by"], "lines");
     assert_eq!(r["next_start_line"], 13);
     assert_eq!(
         r["continuation"],
@@ -110,7 +111,7 @@ fn read_file_ranges_bounds_and_continuations() {
             r["truncated"].clone(),
             r["truncated_by"].clone()
         ),
-        (json!("line 1\nline 2\n"), json!(true), json!("max_bytes"))
+        (json!("line 1\nline 2\n"), json!(true), json!("bytes"))
     );
     assert_eq!(r["total_bytes"], 391);
     let (r, _) = ok(
@@ -298,6 +299,26 @@ fn list_files_arguments() {
     assert!(text.contains("raise max_results"));
     let (r, _) = ok(&mut s, "list_files", json!({"sort": "modified"}));
     assert_eq!(r["count"], 8);
+    // Cut by max_results: truncated, with the reference's warning; exactly
+    // max_results files: nothing was cut.
+    let (r, _) = ok(&mut s, "list_files", json!({"max_results": 7}));
+    assert_eq!(
+        (
+            r["count"].clone(),
+            r["truncated"].clone(),
+            r["warnings"].clone()
+        ),
+        (json!(7), json!(true), json!(["result limit reached"]))
+    );
+    let (r, _) = ok(&mut s, "list_files", json!({"max_results": 8}));
+    assert_eq!(
+        (
+            r["count"].clone(),
+            r["truncated"].clone(),
+            r["warnings"].clone()
+        ),
+        (json!(8), json!(false), json!([]))
+    );
     assert_eq!(
         fail(&mut s, "list_files", json!({"patterns": ["src/[a"]}))["code"],
         "INVALID_ARGUMENT"
@@ -359,6 +380,60 @@ fn search_text_arguments() {
     );
     assert_eq!(r["truncated"], true);
     assert_eq!(r["matches"][0]["after"], json!(["// NEEDLE upper"]));
+    // total_matches as the reference computes it: when the search stopped
+    // early (src/main.rs was never searched), the matches counted so far,
+    // flagged as a lower bound, the same on every run ...
+    assert_eq!(
+        (
+            r["total_matches"].clone(),
+            r["total_matches_exact"].clone(),
+            r["warnings"].clone()
+        ),
+        (json!(2), json!(false), json!(["result limit reached"]))
+    );
+    let (r, text) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "needle", "glob": "src/*.rs", "max_results": 1}),
+    );
+    assert_eq!(r["total_matches"], 2);
+    assert!(text.contains("showing 1 of at least 2 matches"), "{text}");
+    // One file stops at the cap plus the match that proves it (as rg does).
+    let (r, text) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "line", "path": "src/fifty.txt", "max_results": 3}),
+    );
+    assert_eq!(
+        (
+            r["truncated"].clone(),
+            r["total_matches"].clone(),
+            r["total_matches_exact"].clone()
+        ),
+        (json!(true), json!(4), json!(false))
+    );
+    assert!(text.contains("showing 3 of at least 4 matches"), "{text}");
+    // Every match when nothing was left unsearched: the cap is crossed in
+    // the last file, which held fewer matches than the cap.
+    let (r, text) = ok(
+        &mut s,
+        "search_text",
+        json!({"query": "needle", "path": "src", "max_results": 2}),
+    );
+    assert_eq!(
+        (
+            r["truncated"].clone(),
+            r["total_matches"].clone(),
+            r["total_matches_exact"].clone()
+        ),
+        (json!(true), json!(3), json!(true))
+    );
+    assert!(text.contains("showing 2 of 3 matches"), "{text}");
+    let (r, _) = ok(&mut s, "search_text", json!({"query": "needle"}));
+    assert_eq!(
+        (r["total_matches"].clone(), r["total_matches_exact"].clone()),
+        (json!(3), json!(true))
+    );
     let (r, _) = ok(
         &mut s,
         "search_text",

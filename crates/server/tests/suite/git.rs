@@ -58,22 +58,26 @@ fn the_five_git_tools() {
         })
         .collect();
     assert!(
-        xy.contains(&".M a.txt".to_owned()) && xy.contains(&"?? new.txt".to_owned()),
+        xy.contains(&" M a.txt".to_owned()) && xy.contains(&"?? new.txt".to_owned()),
         "{xy:?}"
     );
     assert_eq!(v["branch"], "main");
     let v = sc(&s.request(&call(2, "git_diff", json!({}))));
-    assert_eq!(v["unstaged"]["diff"], git(d, &["diff"]));
+    assert_eq!(v["diff"], git(d, &["diff"]));
     let v = sc(&s.request(&call(3, "git_log", json!({"max_count": 1}))));
     assert_eq!(
-        (v["commits"][0]["subject"].clone(), v["has_more"].clone()),
+        (v["commits"][0]["subject"].clone(), v["truncated"].clone()),
         (json!("second"), json!(true))
     );
     assert_eq!(v["next_action"]["arguments"]["skip"], 1);
     let v = sc(&s.request(&call(4, "git_show", json!({"rev": "HEAD"}))));
-    assert_eq!(
-        v["diff"],
-        git(d, &["show", "--format=", "HEAD"]).trim_start_matches('\n')
+    let diff = git(d, &["show", "--format=", "HEAD"]);
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .ends_with(diff.trim_start_matches('\n')),
+        "{v}"
     );
     let v = sc(&s.request(&call(
         5,
@@ -122,5 +126,232 @@ fn not_a_repository_is_a_precise_error() {
             v["error"]["details"]["reason"].clone()
         ),
         (json!("GIT_ERROR"), json!("not_a_repository"))
+    );
+}
+
+/// A repository with history on two files, for the field and continuation tests.
+fn history(d: &Path) {
+    git(d, &["init", "-q", "-b", "main"]);
+    for i in 1..=3 {
+        let f: String = (1..=i).map(|k| format!("f{k}\n")).collect();
+        std::fs::write(d.join("f.txt"), f).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-qm", &format!("f{i}")]);
+        std::fs::write(d.join("other.txt"), format!("o{i}\n")).unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-qm", &format!("o{i}")]);
+    }
+}
+
+/// Calls a result's next_action exactly as given.
+fn follow(s: &mut StdioServer, v: &Value) -> Value {
+    let next = &v["next_action"];
+    assert!(next.is_object(), "no next_action: {v}");
+    sc(&s.request(&call(
+        9,
+        next["tool"].as_str().unwrap(),
+        next["arguments"].clone(),
+    )))
+}
+
+/// git_status codes entries as `git status --porcelain` does, in its order,
+/// an untracked directory collapsed to `dir/`, a staged rename with its
+/// original_path; no upstream is "" with 0 ahead/behind, as the reference.
+#[test]
+fn git_status_is_porcelain() {
+    let ws = workspace();
+    let d = ws.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    std::fs::write(d.join("a.txt"), "one\n").unwrap();
+    std::fs::write(d.join("b.txt"), "bee\n").unwrap();
+    std::fs::write(d.join("c.txt"), "sea\n").unwrap();
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "first"]);
+    std::fs::write(d.join("a.txt"), "two\n").unwrap();
+    std::fs::write(d.join("b.txt"), "bee2\n").unwrap();
+    git(d, &["add", "b.txt"]);
+    std::fs::write(d.join("b.txt"), "bee3\n").unwrap();
+    std::fs::remove_file(d.join("c.txt")).unwrap();
+    std::fs::write(d.join("staged.txt"), "s\n").unwrap();
+    git(d, &["add", "staged.txt"]);
+    std::fs::create_dir_all(d.join("newdir/sub")).unwrap();
+    std::fs::write(d.join("newdir/sub/n.txt"), "n\n").unwrap();
+    std::fs::write(d.join("newdir/m.txt"), "m\n").unwrap();
+    std::fs::write(d.join("top.txt"), "t\n").unwrap();
+    let mut s = StdioServer::start(d, &[]);
+    let v = sc(&s.request(&call(1, "git_status", json!({}))));
+    let ours: Vec<String> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}{} {}",
+                e["index_status"].as_str().unwrap(),
+                e["worktree_status"].as_str().unwrap(),
+                e["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let theirs: Vec<String> = git(d, &["status", "--porcelain"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ours, theirs);
+    assert!(theirs.contains(&"?? newdir/".to_owned()), "{theirs:?}");
+    assert!(v["entries"].as_array().unwrap().iter().all(|e| e["xy"]
+        == format!(
+            "{}{}",
+            e["index_status"].as_str().unwrap(),
+            e["worktree_status"].as_str().unwrap()
+        )));
+    assert_eq!(
+        (
+            v["is_repo"].clone(),
+            v["upstream"].clone(),
+            v["ahead"].clone(),
+            v["behind"].clone()
+        ),
+        (json!(true), json!(""), json!(0), json!(0))
+    );
+    // A staged rename: "R  old -> new", with the reference's original_path.
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "second"]);
+    git(d, &["mv", "top.txt", "moved.txt"]);
+    let v = sc(&s.request(&call(2, "git_status", json!({}))));
+    let e = &v["entries"][0];
+    assert_eq!(
+        (
+            e["index_status"].clone(),
+            e["path"].clone(),
+            e["original_path"].clone()
+        ),
+        (json!("R"), json!("moved.txt"), json!("top.txt")),
+        "{v}"
+    );
+}
+
+/// git_log and git_blame fields carry the reference's names (our extra
+/// fields stay); git_diff is one flat diff with per-file status words.
+#[test]
+fn git_result_fields_are_the_references() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    std::fs::write(d.join("f.txt"), "f1\nf2\nf3\nf4\n").unwrap();
+    let mut s = StdioServer::start(d, &[]);
+    let v = sc(&s.request(&call(1, "git_log", json!({"max_count": 1}))));
+    let c = &v["commits"][0];
+    assert_eq!(c["hash"], git(d, &["rev-parse", "HEAD"]).trim());
+    assert_eq!(
+        c["short_hash"],
+        git(d, &["rev-parse", "--short", "HEAD"]).trim()
+    );
+    assert_eq!(
+        c["author_date"],
+        git(d, &["log", "-1", "--date=iso-strict", "--format=%ad"]).trim()
+    );
+    assert_eq!(
+        (c["author_name"].clone(), c["author_email"].clone()),
+        (json!("Ada"), json!("ada@example.com"))
+    );
+    assert_eq!(
+        (
+            v["is_repo"].clone(),
+            v["path"].clone(),
+            v["max_count"].clone(),
+            v["truncated"].clone()
+        ),
+        (json!(true), json!("."), json!(1), json!(true))
+    );
+    let v = sc(&s.request(&call(2, "git_blame", json!({"path": "f.txt"}))));
+    assert_eq!(v["lines"][0]["author_mail"], "ada@example.com");
+    assert_eq!(
+        (
+            v["rev"].clone(),
+            v["start_line"].clone(),
+            v["end_line"].clone(),
+            v["truncated"].clone()
+        ),
+        (Value::Null, json!(1), json!(3), json!(false))
+    );
+    let v = sc(&s.request(&call(3, "git_diff", json!({}))));
+    assert_eq!(v["diff"], git(d, &["diff"]));
+    assert_eq!(
+        (
+            v["files"][0]["path"].clone(),
+            v["files"][0]["status"].clone()
+        ),
+        (json!("f.txt"), json!("modified"))
+    );
+    let v = sc(&s.request(&call(4, "git_show", json!({"rev": "HEAD"}))));
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("commit {}", git(d, &["rev-parse", "HEAD"]).trim())),
+        "{v}"
+    );
+}
+
+/// Every continuation keeps the arguments that select the data: git_log's
+/// path, git_show's rev (with a structured next_action), git_blame's rev in
+/// its text as in its next_action.
+#[test]
+fn git_continuations_keep_what_selects_the_data() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    let mut s = StdioServer::start(d, &[]);
+    // git_log: the second page of f.txt's history is still f.txt's.
+    let v = sc(&s.request(&call(
+        1,
+        "git_log",
+        json!({"path": "f.txt", "max_count": 1}),
+    )));
+    assert_eq!(v["commits"][0]["subject"], "f3");
+    assert_eq!(v["next_action"]["arguments"]["path"], "f.txt");
+    let v = follow(&mut s, &v);
+    assert_eq!(v["commits"][0]["subject"], "f2", "{v}");
+    // git_show: the files left out of HEAD~2's diff, still of HEAD~2.
+    std::fs::write(d.join("f.txt"), "g\n").unwrap();
+    std::fs::write(d.join("other.txt"), "p\n").unwrap();
+    git(d, &["commit", "-qam", "both"]);
+    git(d, &["commit", "-q", "--allow-empty", "-m", "later"]);
+    let r = s.request(&call(
+        2,
+        "git_show",
+        json!({"rev": "HEAD~1", "max_bytes": 150}),
+    ));
+    let v = sc(&r);
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(r#"git_show(rev="HEAD~1", paths=["other.txt"]"#),
+        "{text}"
+    );
+    assert_eq!(v["next_action"]["arguments"]["rev"], "HEAD~1", "{v}");
+    let v = follow(&mut s, &v);
+    assert_eq!(
+        v["commit"]["hash"],
+        git(d, &["rev-parse", "HEAD~1"]).trim(),
+        "{v}"
+    );
+    assert_eq!(v["files"][0]["path"], "other.txt");
+    assert!(v["content"].as_str().unwrap().contains("+p"), "{v}");
+    // git_blame: the text's continuation names the revision too.
+    let r = s.request(&call(
+        3,
+        "git_blame",
+        json!({"path": "f.txt", "rev": "HEAD~2", "max_lines": 1}),
+    ));
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(r#"rev="HEAD~2""#), "{text}");
+    let v = follow(&mut s, &sc(&r));
+    assert_eq!(
+        (
+            v["lines"][0]["line"].clone(),
+            v["lines"][0]["content"].clone()
+        ),
+        (json!(2), json!("f2"))
     );
 }

@@ -41,10 +41,8 @@ fn apply_and_dry_run_report_per_file() {
         (json!(true), json!(false))
     );
     assert_eq!(sc["files"][0]["would_change"], true);
-    assert_eq!(
-        sc["summary"],
-        json!(["M app.py", "A pkg/new.py", "D old.txt"])
-    );
+    // The reference's summary is one string, a line per file.
+    assert_eq!(sc["summary"], "M app.py\nA pkg/new.py\nD old.txt");
     assert!(
         r["content"][0]["text"]
             .as_str()
@@ -80,6 +78,265 @@ fn apply_and_dry_run_report_per_file() {
         "x = 1\n"
     );
     assert!(!ws.path().join("old.txt").exists());
+}
+
+/// Per-file and total additions/removals, and the reference's
+/// affected_files (a move named by its destination, the source as old_path).
+#[test]
+fn additions_and_removals_per_file_and_in_total() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("x.txt"), "a\nb\nc\n").unwrap();
+    std::fs::write(ws.path().join("d.txt"), "gone\nbye\n").unwrap();
+    std::fs::write(ws.path().join("mv.txt"), "m1\nm2\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let patch = "*** Begin Patch\n*** Update File: x.txt\n@@\n a\n-b\n+B\n+B2\n*** Add File: n.txt\n+n1\n+n2\n*** Delete File: d.txt\n*** Update File: mv.txt\n*** Move to: mv2.txt\n@@\n-m1\n+M1\n*** End Patch";
+    let r = patch_call(&mut s, patch, false);
+    assert_eq!(r["isError"], false, "{r}");
+    let sc = &r["structuredContent"];
+    assert_eq!(
+        (
+            sc["additions"].clone(),
+            sc["removals"].clone(),
+            sc["clean"].clone()
+        ),
+        (json!(5), json!(4), json!(true))
+    );
+    let per_file: Vec<(Value, Value)> = sc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["additions"].clone(), f["removals"].clone()))
+        .collect();
+    assert_eq!(
+        per_file,
+        [
+            (json!(2), json!(1)),
+            (json!(2), json!(0)),
+            (json!(0), json!(2)),
+            (json!(1), json!(1))
+        ]
+    );
+    assert_eq!(
+        sc["affected_files"],
+        json!([
+            {"path": "x.txt", "operation": "update", "additions": 2, "removals": 1},
+            {"path": "n.txt", "operation": "add", "additions": 2, "removals": 0},
+            {"path": "d.txt", "operation": "delete", "additions": 0, "removals": 2},
+            {"path": "mv2.txt", "old_path": "mv.txt", "operation": "move", "additions": 1, "removals": 1}
+        ])
+    );
+    assert_eq!(
+        sc["summary"],
+        "M x.txt\nA n.txt\nD d.txt\nR mv.txt -> mv2.txt"
+    );
+}
+
+/// A refused patch says how to fix it in details.retry_hint, and reports
+/// applied: false with each file's would_change as far as it was planned.
+#[test]
+fn a_refused_patch_reports_its_plan_and_a_retry_hint() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "two\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+uno\n*** Update File: b.txt\n@@\n-three\n+tres\n*** Add File: c.txt\n+c\n*** End Patch";
+    let r = patch_call(&mut s, patch, false);
+    assert_eq!(r["isError"], true, "{r}");
+    let sc = &r["structuredContent"];
+    assert_eq!(sc["error"]["code"], "PATCH_CONTEXT_NOT_FOUND");
+    let hint = sc["error"]["details"]["retry_hint"].as_str().unwrap();
+    assert!(hint.contains("read_file"), "{hint}");
+    assert_eq!(
+        (sc["applied"].clone(), sc["dry_run"].clone()),
+        (json!(false), json!(false))
+    );
+    let files: Vec<(Value, Value, Value)> = sc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].clone(),
+                f["planned"].clone(),
+                f["would_change"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            (json!("a.txt"), json!(true), json!(true)),
+            (json!("b.txt"), json!(false), Value::Null),
+            (json!("c.txt"), json!(false), Value::Null)
+        ]
+    );
+    // Every refusal carries the hint, parse errors included.
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Frobnicate: a.txt\n*** End Patch",
+        true,
+    );
+    let e = &r["structuredContent"]["error"];
+    assert_eq!(e["code"], "PATCH_FAILED");
+    assert!(e["details"]["retry_hint"].is_string(), "{r}");
+    assert_eq!(r["structuredContent"]["applied"], false);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
+
+/// Two patches written against the same text: the one that lands second no
+/// longer fits, and is told it lost to another patch (PATCH_CONFLICT,
+/// category conflict), not that its context is wrong; one sent twice is
+/// told the change is already there.
+#[test]
+fn the_loser_of_two_patches_on_one_file_gets_patch_conflict() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("v.txt"), "value: 0\nother\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let to = |n: u32| {
+        format!(
+            "*** Begin Patch\n*** Update File: v.txt\n@@\n-value: 0\n+value: {n}\n*** End Patch"
+        )
+    };
+    assert_eq!(patch_call(&mut s, &to(1), false)["isError"], false);
+    let r = patch_call(&mut s, &to(2), false);
+    let e = &r["structuredContent"]["error"];
+    assert_eq!(
+        (
+            e["code"].clone(),
+            e["category"].clone(),
+            e["retryable"].clone()
+        ),
+        (json!("PATCH_CONFLICT"), json!("conflict"), json!(true)),
+        "{r}"
+    );
+    assert_eq!(e["details"]["path"], "v.txt");
+    assert!(e["details"]["retry_hint"].is_string(), "{r}");
+    assert_eq!(r["structuredContent"]["applied"], false);
+    let e = &patch_call(&mut s, &to(1), false)["structuredContent"]["error"];
+    assert_eq!(e["code"], "PATCH_CONFLICT");
+    assert!(
+        e["details"]["reason"].as_str().unwrap().contains("already"),
+        "{e}"
+    );
+    // A patch that never fitted is still a context error.
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Update File: v.txt\n@@\n-nothing like it\n+x\n*** End Patch",
+        false,
+    );
+    assert_eq!(
+        r["structuredContent"]["error"]["code"],
+        "PATCH_CONTEXT_NOT_FOUND"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("v.txt")).unwrap(),
+        "value: 1\nother\n"
+    );
+}
+
+/// Eight HTTP clients send patches written against the same text at once:
+/// exactly one lands, every other is PATCH_CONFLICT, whatever the timing.
+#[test]
+fn concurrent_patches_on_one_file_the_losers_get_patch_conflict() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("v.txt"), "value: 0\n").unwrap();
+    let server = HttpServer::start(ws.path(), &[]);
+    let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (1..=8)
+        .map(|i| {
+            let client = server.client.clone();
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let patch = format!("*** Begin Patch\n*** Update File: v.txt\n@@\n-value: 0\n+value: {i}\n*** End Patch");
+                start.wait();
+                let r = client.post(&call(i, "apply_patch", json!({"patch": patch})), &[]);
+                r.json()["result"].clone()
+            })
+        })
+        .collect();
+    let results: Vec<Value> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let applied = results.iter().filter(|r| r["isError"] == false).count();
+    assert_eq!(applied, 1, "{results:?}");
+    for r in results.iter().filter(|r| r["isError"] == true) {
+        let e = &r["structuredContent"]["error"];
+        assert_eq!(
+            (e["code"].clone(), e["category"].clone()),
+            (json!("PATCH_CONFLICT"), json!("conflict")),
+            "{r}"
+        );
+    }
+}
+
+/// Restores a file's mutability (or its directory's mode) whatever the test did.
+struct Unfreeze(std::path::PathBuf, bool);
+
+impl Drop for Unfreeze {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+/// A write the file system refuses for good (EPERM on an immutable file as
+/// root; EACCES on a read-only directory otherwise) is not retryable, and
+/// the result still shows the plan with applied: false.
+#[test]
+fn a_patch_refused_by_the_file_system_is_not_retryable() {
+    let ws = workspace();
+    let dir = ws.path().join("locked");
+    std::fs::create_dir(&dir).unwrap();
+    let file = dir.join("f.txt");
+    std::fs::write(&file, "old\n").unwrap();
+    let immutable = Command::new("chattr")
+        .arg("+i")
+        .arg(&file)
+        .status()
+        .is_ok_and(|s| s.success());
+    let _guard = if immutable {
+        Unfreeze(file.clone(), true)
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        Unfreeze(dir.clone(), false)
+    };
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Update File: locked/f.txt\n@@\n-old\n+new\n*** End Patch",
+        false,
+    );
+    let sc = &r["structuredContent"];
+    assert_eq!(
+        (
+            sc["error"]["code"].clone(),
+            sc["error"]["retryable"].clone()
+        ),
+        (json!("PATCH_FAILED"), json!(false)),
+        "{r}"
+    );
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Retryable: no"),
+        "{r}"
+    );
+    assert_eq!(
+        (
+            sc["applied"].clone(),
+            sc["files"][0]["planned"].clone(),
+            sc["files"][0]["would_change"].clone()
+        ),
+        (json!(false), json!(true), json!(true))
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
 }
 
 #[test]
