@@ -33,6 +33,12 @@ pub enum GitError {
     /// A path refused by the workspace boundary.
     #[error("{0}")]
     Path(#[from] FsError),
+    /// A file git reads on every operation is a FIFO, socket or device:
+    /// opening it would block the reader forever (or feed it without end).
+    #[error(
+        "{0} in the git directory is not a regular file (a FIFO, socket or device); git cannot read it"
+    )]
+    SpecialFile(String),
     /// The repository could not be read.
     #[error("git: {0}")]
     Git(String),

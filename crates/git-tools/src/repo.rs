@@ -52,6 +52,18 @@ impl GitRepo {
                 }
             }
         }
+        let git_dir = if dot_git.is_dir() {
+            Some(dot_git.clone())
+        } else {
+            ctm_workspace_fs::gitdir_link(&dot_git)
+        };
+        if let Some(dir) = git_dir {
+            let common =
+                ctm_workspace_fs::read_small(&dir.join("commondir")).map(|c| dir.join(c.trim()));
+            let mut dirs = vec![dir.as_path()];
+            dirs.extend(common.as_deref());
+            special_file(&dirs)?;
+        }
         let mut opts = gix::open::Options::isolated();
         opts = opts.lossy_config(true);
         let repo = gix::ThreadSafeRepository::discover_opts(
@@ -78,6 +90,14 @@ impl GitRepo {
             prefix,
             ws: ws.clone(),
         })
+    }
+
+    /// Refuses, before any read, a git directory whose files read by every
+    /// operation include a FIFO, socket or device (see [`special_file`]).
+    /// Checked at every call: the repository handle is reused.
+    pub fn check_special_files(&self) -> Result<(), GitError> {
+        let local = self.local();
+        special_file(&[local.git_dir(), local.common_dir()])
     }
 
     pub(crate) fn local(&self) -> gix::Repository {
@@ -141,4 +161,46 @@ impl GitRepo {
         let commit = obj.peel_to_commit().map_err(|e| unknown(e.to_string()))?;
         Ok(commit.id)
     }
+}
+
+/// Whether a file git reads on every operation (`HEAD`, the ref it names,
+/// `config`, `index`, `packed-refs`, `commondir`, `shallow`,
+/// `info/exclude`) is a FIFO,
+/// socket or device in one of `dirs`. Commands cannot make one, but in
+/// dangerous mode or from outside the server one can appear, and gix would
+/// block on it for ever.
+fn special_file(dirs: &[&Path]) -> Result<(), GitError> {
+    // `metadata` never blocks on a FIFO; an absent file is fine.
+    let special = |path: &Path| std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    for dir in dirs {
+        for name in [
+            "HEAD",
+            "config",
+            "index",
+            "packed-refs",
+            "commondir",
+            "shallow",
+            "info/exclude",
+        ] {
+            if special(&dir.join(name)) {
+                return Err(GitError::SpecialFile(name.into()));
+            }
+        }
+    }
+    // The branch HEAD names, as a loose ref.
+    let head = dirs
+        .first()
+        .and_then(|d| ctm_workspace_fs::read_small(&d.join("HEAD")));
+    if let Some(target) = head
+        .as_deref()
+        .and_then(|h| h.trim().strip_prefix("ref: "))
+        .filter(|r| r.starts_with("refs/") && !r.split('/').any(|c| c == ".."))
+    {
+        for dir in dirs {
+            if special(&dir.join(target)) {
+                return Err(GitError::SpecialFile(target.into()));
+            }
+        }
+    }
+    Ok(())
 }

@@ -542,6 +542,20 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
     out
 }
 
+/// A git operation that did not finish within its deadline.
+pub fn git_stuck(secs: u64) -> ToolError {
+    err(
+        "GIT_ERROR",
+        Category::Runtime,
+        false,
+        format!(
+            "the git operation did not finish within {secs} s; a file in .git may never finish reading (a FIFO or a hung file system)"
+        ),
+        json!({"reason": "timed_out", "deadline_secs": secs}),
+        "Look for FIFOs or devices (exec_command(cmd=\"find . ! -type f ! -type d ! -type l\")); the git tools cannot read the repository until they are gone.",
+    )
+}
+
 /// Maps a git-tools error.
 pub fn git_error(e: GitError) -> ToolError {
     use Category::*;
@@ -588,6 +602,14 @@ pub fn git_error(e: GitError) -> ToolError {
             "Binary files have no line-based view.",
         ),
         GitError::Path(fs) => fs_error(fs),
+        GitError::SpecialFile(name) => err(
+            "GIT_ERROR",
+            Runtime,
+            false,
+            msg,
+            json!({"reason": "special_file", "path": name}),
+            "Replace that file in .git with a regular one (see it with exec_command(cmd=\"ls -la .git\")); until then only the file tools work.",
+        ),
         GitError::Git(cause) => err(
             "GIT_ERROR",
             Runtime,

@@ -27,6 +27,10 @@ use tokio::task::JoinSet;
 
 type InFlight = Arc<Mutex<HashMap<String, Cancellation>>>;
 
+/// After end of input, how much longer than the wait budget the requests
+/// already read get to finish.
+const EOF_GRACE_SECS: u64 = 30;
+
 /// Serves JSON-RPC lines from `input`, writing responses to `output`, until
 /// `input` ends. `wait_budget_secs` is the deployment wait budget: stdio has
 /// no per-request header.
@@ -103,7 +107,19 @@ where
         // Reap finished tasks so the set does not grow without bound.
         while tasks.try_join_next().is_some() {}
     }
-    while tasks.join_next().await.is_some() {}
+    // Every request already read is answered — unless it is stuck past
+    // anything the wait budget allows (a read that never returns): then it
+    // is abandoned, rather than keeping the process alive for ever.
+    let bound = std::time::Duration::from_secs(wait_budget_secs.saturating_add(EOF_GRACE_SECS));
+    let drained =
+        tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(
+            unanswered = tasks.len(),
+            "input ended; requests still running after the wait budget are abandoned"
+        );
+        tasks.abort_all();
+    }
     drop(tx);
     writer.await.map_err(std::io::Error::other)?
 }

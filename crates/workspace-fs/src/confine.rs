@@ -147,7 +147,7 @@ pub fn gitdir_link(dot_git: &Path) -> Option<PathBuf> {
 /// Reads a small regular file (a `.git` pointer, `commondir`): never a
 /// symlink, FIFO or device, never more than 64 KiB, never blocking. A
 /// command can put anything at `.git`.
-fn read_small(path: &Path) -> Option<String> {
+pub fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     const MAX: u64 = 64 * 1024;

@@ -37,7 +37,7 @@ mod path;
 mod read;
 mod search;
 
-pub use confine::{confined_with, gitdir_link, walks_confined};
+pub use confine::{confined_with, gitdir_link, read_small, walks_confined};
 pub use context::{
     ContextLimits, InstructionFile, ProjectContext, project_context, project_context_with,
 };

@@ -6,7 +6,11 @@ use serde_json::{Map, Value, json};
 
 use crate::args::Args;
 use crate::envelope::{ToolError, ToolSuccess};
-use crate::errors::{git_error, join_error};
+use crate::errors::{git_error, git_stuck, join_error};
+
+/// The least time a git operation gets before the call gives up on it (and
+/// at least twice the deployment wait budget).
+const GIT_DEADLINE_SECS: u64 = 10;
 
 /// Runs `f` on the workspace's repository on a blocking thread; the
 /// repository is opened once and shared (gix re-reads refs and the index).
@@ -17,7 +21,7 @@ async fn with_repo<T: Send + 'static>(
     let cached = server.git.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let ws = server.workspace.clone();
     // Opening and every operation run confined (commands can write .git).
-    let (result, opened) = tokio::task::spawn_blocking(move || {
+    let op = tokio::task::spawn_blocking(move || {
         ctm_git_tools::confined(&ws, || {
             let repo = match cached {
                 Some(r) => r,
@@ -26,11 +30,26 @@ async fn with_repo<T: Send + 'static>(
                     Err(e) => return (Err(e), None),
                 },
             };
+            if let Err(e) = repo.check_special_files() {
+                return (Err(e), Some(repo));
+            }
             (f(&repo), Some(repo))
         })
-    })
-    .await
-    .map_err(|e| join_error(&e))?;
+    });
+    // A file in .git that never finishes reading (a FIFO made after the
+    // check, a hung network file system) must not hold the call forever;
+    // the thread is left to finish or hang on its own.
+    let bound = std::time::Duration::from_secs(
+        server
+            .config
+            .max_wait_secs
+            .saturating_mul(2)
+            .max(GIT_DEADLINE_SECS),
+    );
+    let (result, opened) = match tokio::time::timeout(bound, op).await {
+        Ok(joined) => joined.map_err(|e| join_error(&e))?,
+        Err(_) => return Err(git_stuck(bound.as_secs())),
+    };
     if let Some(r) = opened {
         *server.git.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
     }

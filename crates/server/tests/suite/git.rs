@@ -355,3 +355,46 @@ fn git_continuations_keep_what_selects_the_data() {
         (json!(2), json!("f2"))
     );
 }
+
+#[test]
+fn a_fifo_git_reads_never_hangs_a_call_or_the_exit() {
+    let ws = workspace();
+    git(ws.path(), &["init", "-q", "-b", "main"]);
+    git(ws.path(), &["add", "AGENTS.md"]);
+    git(ws.path(), &["commit", "-q", "-m", "one"]);
+    let head = git(ws.path(), &["rev-parse", "HEAD"]).trim().to_owned();
+    let mkfifo = |p: &Path| {
+        std::fs::remove_file(p).unwrap();
+        assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    };
+    // Someone other than a command (they cannot) made the branch a FIFO.
+    let branch = ws.path().join(".git/refs/heads/main");
+    mkfifo(&branch);
+    let mut s = StdioServer::start(ws.path(), &["--max-wait-secs", "1"]);
+    let r = s.request(&call(1, "git_status", json!({})));
+    let e = &sc(&r)["error"];
+    assert_eq!(e["details"]["reason"], "special_file", "{r}");
+    assert_eq!(e["details"]["path"], "refs/heads/main");
+    std::fs::remove_file(&branch).unwrap();
+    std::fs::write(&branch, format!("{head}\n")).unwrap();
+    let exclude = ws.path().join(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::fs::write(&exclude, "").unwrap();
+    mkfifo(&exclude);
+    let r = s.request(&call(2, "git_status", json!({})));
+    assert_eq!(sc(&r)["error"]["details"]["path"], "info/exclude", "{r}");
+    std::fs::remove_file(&exclude).unwrap();
+    // A FIFO no check looks at (a .gitignore git_status reads): the call
+    // gives up at its deadline instead of waiting for ever, and the server
+    // still serves and exits.
+    let ignore = ws.path().join(".gitignore");
+    std::fs::write(&ignore, "").unwrap();
+    mkfifo(&ignore);
+    let r = s.request(&call(2, "git_status", json!({})));
+    let e = &sc(&r)["error"];
+    assert_eq!(e["details"]["reason"], "timed_out", "{r}");
+    let r = s.request(&call(3, "list_files", json!({})));
+    assert_eq!(sc(&r)["ok"], true, "the server still serves");
+    s.close_stdin();
+    assert!(s.wait().success());
+}

@@ -480,7 +480,6 @@ fn non_loopback_bind_with_token_serves() {
     );
 }
 
-
 /// The error object of a response, with its id.
 fn error_of(r: &HttpResponse) -> (u16, Value, Value) {
     let v = r.json();
