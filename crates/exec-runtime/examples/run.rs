@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use ctm_exec_runtime::{
     EnvInherit, EnvPolicy, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode,
-    RetentionBudget, RuntimeDirs, Status,
+    RetentionBudget, RuntimeDirs, SandboxConfig, Status,
 };
 use ctm_workspace_fs::Workspace;
 
@@ -48,6 +48,7 @@ async fn main() -> ExitCode {
         env_policy: EnvPolicy::default(),
         budget: RetentionBudget::default(),
         allow_roots: Vec::new(),
+        sandbox: SandboxConfig::default(),
     };
     // Private HOME/TMPDIR for the commands, removed when the runtime drops.
     let dirs = RuntimeDirs::create(root, None)

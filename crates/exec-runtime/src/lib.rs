@@ -21,7 +21,7 @@
 //! let base = tempfile::tempdir().unwrap();
 //! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
 //! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
-//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, env_policy: EnvPolicy::default(), budget: RetentionBudget::default(), allow_roots: Vec::new() };
+//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, env_policy: EnvPolicy::default(), budget: RetentionBudget::default(), allow_roots: Vec::new(), sandbox: SandboxConfig::default() };
 //! let rt = ExecRuntime::new(cfg, workspace, dirs);
 //! let req = ExecRequest { cmd: "echo hello; exit 3".into(), workdir: ".".into(), timeout: Duration::from_secs(10), ..Default::default() };
 //! let snap = rt.exec(req, Duration::from_secs(10), std::future::pending(), 65536).await.unwrap();
@@ -31,6 +31,7 @@
 
 mod buffer;
 mod env;
+mod namespace;
 mod paths;
 mod policy;
 mod pool;
@@ -42,11 +43,15 @@ mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
 pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
+pub use namespace::{
+    ENTRY_FLAG, NamespaceSupport, SandboxConfig, TierChoice, enter_if_requested,
+    support as namespace_support,
+};
 pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executable};
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{
     Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime, KillOutcome, KillStatus, OutputPage,
-    Snapshot, Status, Stream, WaitEnd,
+    Snapshot, Status, Stream, TierReport, WaitEnd,
 };
 pub use roots::{
     SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,

@@ -386,6 +386,9 @@ pub struct Reach<'a> {
     pub home: &'a Path,
     /// Where commands may read and execute.
     pub read_roots: &'a [PathBuf],
+    /// The namespace tier: `/tmp`, `/dev/shm` and `/dev/pts` are the
+    /// sandbox's own, and so is `/proc` (its processes only).
+    pub private_system_dirs: bool,
 }
 
 /// Paths any command may name: the standard devices and its own process.
@@ -443,6 +446,14 @@ impl Reach<'_> {
         };
         let abs = normalize(&abs);
         if always_reachable(&abs, arg.access) || abs.starts_with(self.runtime) {
+            return true;
+        }
+        if self.private_system_dirs
+            && (["/tmp", "/dev/shm", "/dev/pts"]
+                .iter()
+                .any(|d| abs.starts_with(d))
+                || (arg.access == PathAccess::Read && abs.starts_with("/proc")))
+        {
             return true;
         }
         if let Ok(rel) = abs.strip_prefix(self.workspace.root()) {
@@ -566,6 +577,7 @@ mod tests {
         let workspace = Workspace::open(&root).unwrap();
         let roots = vec![PathBuf::from("/usr")];
         let reach = Reach {
+            private_system_dirs: false,
             workspace: &workspace,
             workdir: Path::new("sub"),
             runtime: Path::new("/rt/x"),

@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use ctm_workspace_fs::{FsError, Workspace};
@@ -14,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::buffer::{RetainedStream, Slice};
 use crate::env::{EnvInherit, EnvPolicy, EnvSpec, build_env};
+use crate::namespace::{self, SandboxConfig, TierChoice};
 use crate::paths::{Reach, path_arguments, privileged_executable};
 use crate::policy::{GateState, Gates, Permission, Refusal, classify};
 use crate::roots::{Toolchains, discover};
@@ -265,6 +267,23 @@ pub struct ExecConfig {
     /// Extra read roots from the operator (`--exec-allow-root`,
     /// `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS`).
     pub allow_roots: Vec<PathBuf>,
+    /// The namespace tier: asked for or not, git sealing, its entry program.
+    pub sandbox: SandboxConfig,
+}
+
+/// The sandbox commands of this runtime get, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierReport {
+    /// `namespace`, `landlock` or `none`.
+    pub tier: &'static str,
+    /// Why not the namespace tier (when it is not).
+    pub reason: Option<String>,
+    /// The one-line fix, when the host is the reason.
+    pub fix: Option<String>,
+    /// A network namespace with loopback only (namespace tier, network closed).
+    pub private_network: bool,
+    /// `.git`'s config, hooks and info are read-only to commands.
+    pub git_sealed: bool,
 }
 
 /// A command to start.
@@ -315,9 +334,39 @@ struct Cmd {
     state: Mutex<State>,
     changed: watch::Sender<u64>,
     stdin: tokio::sync::Mutex<Option<Writer>>,
+    /// Started below bubblewrap, which reports a shell killed by signal N
+    /// as exit code 128+N.
+    wrapped: bool,
+    /// Signals we sent the command (bit N: signal N).
+    signalled: std::sync::atomic::AtomicU64,
+    /// A `.git/commondir` that did not exist when the command started: a
+    /// mount cannot cover a missing file, and git would follow one a
+    /// command created to another config. Removed when the command is gone.
+    commondir_watch: Option<PathBuf>,
 }
 
 impl Cmd {
+    fn note_signal(&self, sig: Signal) {
+        if let Ok(n) = u32::try_from(sig.as_raw())
+            && n < 64
+        {
+            self.signalled
+                .fetch_or(1 << n, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The shell's end as the caller sees it: below bubblewrap, exit code
+    /// 128+N after we sent signal N is that signal.
+    fn unwrap_status(&self, code: Option<i32>, signal: Option<i32>) -> (Option<i32>, Option<i32>) {
+        let sent = self.signalled.load(std::sync::atomic::Ordering::SeqCst);
+        match code {
+            Some(c) if self.wrapped && (129..192).contains(&c) && sent & (1 << (c - 128)) != 0 => {
+                (None, Some(c - 128))
+            }
+            _ => (code, signal),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -355,8 +404,16 @@ struct Inner {
     dirs: Result<Arc<RuntimeDirs>, String>,
     inherited_env: Vec<(String, String)>,
     toolchains: Toolchains,
-    /// The sandbox's roots, opened once (None: no Landlock in this mode or host).
-    roots: Option<SandboxRoots>,
+    /// The sandbox's roots, opened at the first command (None: no Landlock
+    /// in this mode or host).
+    roots: OnceLock<Option<SandboxRoots>>,
+    /// The tier, decided at the first command or report.
+    tier: OnceLock<TierReport>,
+    /// The namespace tier's entry program, held open (it is exec'd as
+    /// `/proc/self/fd/N`, so a rebuilt or moved binary does not matter).
+    helper: Option<OwnedFd>,
+    /// Read roots the sandbox's private /tmp and /run would hide.
+    hidden_roots: Vec<PathBuf>,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
     rng: SystemRandom,
 }
@@ -412,14 +469,26 @@ impl ExecRuntime {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
         let toolchains = discover(&inherited_env, &cfg.allow_roots);
-        let roots = (cfg.gates.landlock && sandbox::support().available).then(|| {
-            let write = write_roots_of(&workspace, &dirs);
-            SandboxRoots::open(
-                &toolchains.read_roots,
-                &write,
-                cfg.gates.network == GateState::Blocked,
+        let helper = cfg.sandbox.helper.as_deref().and_then(|p| {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
             )
+            .ok()
         });
+        let hidden_roots = toolchains
+            .read_roots
+            .iter()
+            .filter_map(|r| r.canonicalize().ok())
+            .filter(|r| r.starts_with("/tmp") || r.starts_with("/run"))
+            .collect();
+        if cfg.gates.landlock && cfg.sandbox.tier != TierChoice::Landlock && helper.is_some() {
+            // Probe bubblewrap now, off the first command's path.
+            std::thread::spawn(|| {
+                namespace::support();
+            });
+        }
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -427,7 +496,10 @@ impl ExecRuntime {
                 dirs,
                 inherited_env,
                 toolchains,
-                roots,
+                roots: OnceLock::new(),
+                tier: OnceLock::new(),
+                helper,
+                hidden_roots,
                 commands: Mutex::new(HashMap::new()),
                 rng: SystemRandom::new(),
             }),
@@ -457,6 +529,78 @@ impl ExecRuntime {
     /// Where commands may read and execute, and the toolchain variables.
     pub fn toolchains(&self) -> &Toolchains {
         &self.inner.toolchains
+    }
+
+    /// Which sandbox commands get (decided once, at the first command or
+    /// report: it may probe bubblewrap).
+    pub fn tier(&self) -> &TierReport {
+        self.inner.tier.get_or_init(|| {
+            let cfg = &self.inner.cfg;
+            let report = |tier, reason: Option<String>, fix: Option<String>| TierReport {
+                tier,
+                reason,
+                fix,
+                private_network: false,
+                git_sealed: false,
+            };
+            if !cfg.gates.landlock {
+                return report("none", Some("dangerous mode: no sandbox".into()), None);
+            }
+            let landlock = if sandbox::support().available {
+                "landlock"
+            } else {
+                "none"
+            };
+            if cfg.sandbox.tier == TierChoice::Landlock {
+                return report(
+                    landlock,
+                    Some("the namespace tier is turned off (--sandbox landlock)".into()),
+                    None,
+                );
+            }
+            if self.inner.helper.is_none() {
+                return report(
+                    landlock,
+                    Some("the host program provides no sandbox entry".into()),
+                    None,
+                );
+            }
+            let ns = namespace::support();
+            if !ns.available() {
+                return report(landlock, ns.reason.clone(), ns.fix.clone());
+            }
+            TierReport {
+                tier: "namespace",
+                reason: None,
+                fix: None,
+                private_network: cfg.gates.network == GateState::Blocked,
+                git_sealed: cfg.sandbox.seal_git,
+            }
+        })
+    }
+
+    fn namespace_tier(&self) -> bool {
+        self.tier().tier == "namespace"
+    }
+
+    /// The Landlock roots, opened at first use. In the namespace tier TCP
+    /// is left to the network namespace (inside it only loopback exists, so
+    /// a test server a command starts is reachable; the host's is not).
+    fn roots(&self) -> Option<&SandboxRoots> {
+        self.inner
+            .roots
+            .get_or_init(|| {
+                let cfg = &self.inner.cfg;
+                (cfg.gates.landlock && sandbox::support().available).then(|| {
+                    let write = write_roots_of(&self.inner.workspace, &self.inner.dirs);
+                    SandboxRoots::open(
+                        &self.inner.toolchains.read_roots,
+                        &write,
+                        cfg.gates.network == GateState::Blocked && !self.namespace_tier(),
+                    )
+                })
+            })
+            .as_ref()
     }
 
     /// Where commands may write (workspace and runtime directory).
@@ -586,6 +730,7 @@ impl ExecRuntime {
         }
         if gates.filesystem_escape == GateState::Blocked {
             let reach = Reach {
+                private_system_dirs: self.namespace_tier(),
                 workspace: &self.inner.workspace,
                 workdir: workdir.relative(),
                 runtime: dirs.root(),
@@ -616,7 +761,7 @@ impl ExecRuntime {
         }
         let cmd = self.spawn(&req, cwd_handle, &env)?;
         // The next command's ruleset, built while this one starts.
-        if let Some(r) = &self.inner.roots {
+        if let Some(r) = self.roots() {
             r.refill();
         }
         self.commands().insert(cmd.id.clone(), cmd.clone());
@@ -652,9 +797,7 @@ impl ExecRuntime {
     }
 
     fn sandbox(&self, tty: bool) -> Result<Option<ChildSandbox>, ExecError> {
-        self.inner
-            .roots
-            .as_ref()
+        self.roots()
             .map(|r| r.for_command(tty))
             .transpose()
             .map_err(|e| ExecError::Spawn(format!("the Landlock ruleset: {e}")))
@@ -668,9 +811,12 @@ impl ExecRuntime {
     ) -> Result<Arc<Cmd>, ExecError> {
         use std::os::fd::AsRawFd;
         let gates = self.inner.cfg.gates;
+        let ns = self.namespace_tier();
         // The seccomp filter comes from the thread that forks (see
         // `seccomp::on_filtered_thread`): installed once, inherited by all.
-        let filtered = gates.landlock && seccomp::available().is_ok();
+        // Not in the namespace tier: bubblewrap must mount and unshare; the
+        // sandbox's entry installs it after.
+        let filtered = !ns && gates.landlock && seccomp::available().is_ok();
         let deny_tcp = gates.network == GateState::Blocked;
         let runtime = tokio::runtime::Handle::current();
         let spawn_on =
@@ -691,6 +837,11 @@ impl ExecRuntime {
             .map_err(|e| ExecError::Spawn(e.to_string()))?;
         let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
+        let commondir_watch = (ns && self.inner.cfg.sandbox.seal_git)
+            .then(|| self.inner.workspace.root().join(".git"))
+            .filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir()))
+            .map(|g| g.join("commondir"))
+            .filter(|c| std::fs::symlink_metadata(c).is_err());
         let (tx, _) = watch::channel(0u64);
         let new_cmd = |pid: i32, tty: bool, readers: u8, stdin: Option<Writer>| {
             Arc::new(Cmd {
@@ -711,6 +862,9 @@ impl ExecRuntime {
                 }),
                 changed: tx.clone(),
                 stdin: tokio::sync::Mutex::new(stdin),
+                wrapped: ns,
+                signalled: std::sync::atomic::AtomicU64::new(0),
+                commondir_watch: commondir_watch.clone(),
             })
         };
         let tty = req.tty;
@@ -720,7 +874,47 @@ impl ExecRuntime {
         } else {
             (None, None)
         };
-        let launch = Launch::new(&req.cmd, env, cwd, self.sandbox(tty)?, !tty, gates.landlock)
+        let sandbox = self.sandbox(tty)?;
+        let wrapper = match (ns, &self.inner.helper) {
+            (true, Some(helper)) => {
+                let support = namespace::support();
+                let bwrap = support
+                    .bwrap
+                    .as_deref()
+                    .ok_or_else(|| ExecError::Spawn("bubblewrap is gone".into()))?;
+                let runtime = self
+                    .inner
+                    .dirs
+                    .as_ref()
+                    .ok()
+                    .map(|d| d.root().to_path_buf());
+                let (read, write, terminal) = self.roots().map_or((0, 0, 0), |r| {
+                    (
+                        sandbox.as_ref().map_or(0, |s| s.read_access()),
+                        r.write_access(),
+                        r.terminal_access(),
+                    )
+                });
+                let ruleset_fd = sandbox.as_ref().map_or(-1, |s| s.ruleset_fd());
+                let plan = namespace::Plan {
+                    bwrap,
+                    workspace: self.inner.workspace.root(),
+                    runtime: runtime.as_deref(),
+                    hidden_roots: &self.inner.hidden_roots,
+                    unshare_net: gates.network == GateState::Blocked,
+                    seal_git: self.inner.cfg.sandbox.seal_git,
+                    helper_fd: helper.as_raw_fd(),
+                    ruleset_fd,
+                    read_access: read,
+                    write_access: write,
+                    terminal_access: terminal,
+                    tty,
+                };
+                Some((namespace::argv(&plan), vec![ruleset_fd, helper.as_raw_fd()]))
+            }
+            _ => None,
+        };
+        let launch = Launch::new(&req.cmd, env, cwd, sandbox, !tty, gates.landlock, wrapper)
             .map_err(ExecError::Spawn)?;
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
@@ -821,8 +1015,10 @@ impl ExecRuntime {
                     s.timed_out = true;
                 }
             }
+            cmd.note_signal(Signal::TERM);
             supervisor::signal_tree(cmd.pid, Signal::TERM);
             if !cmd.wait_gone(Instant::now() + TIMEOUT_GRACE).await {
+                cmd.note_signal(Signal::KILL);
                 kill_tree(cmd.pid).await;
             }
         });
@@ -887,6 +1083,7 @@ impl ExecRuntime {
             });
         }
         let leader_was_running = !cmd.exited();
+        cmd.note_signal(signal);
         if signal == Signal::KILL {
             reached += kill_tree(cmd.pid).await;
         } else {
@@ -895,6 +1092,7 @@ impl ExecRuntime {
         sent.push(signal_name(signal.as_raw()));
         let mut gone = cmd.wait_gone(Instant::now() + wait).await;
         if !gone {
+            cmd.note_signal(Signal::KILL);
             reached += kill_tree(cmd.pid).await;
             if signal != Signal::KILL {
                 sent.push("SIGKILL");
@@ -1016,6 +1214,7 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
         };
         if let Some((st, empty)) = shell {
             let (code, signal) = supervisor::decode(st);
+            let (code, signal) = cmd.unwrap_status(code, signal);
             {
                 let mut s = cmd.lock();
                 s.exit = Some(ExitInfo {
@@ -1031,6 +1230,15 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             cmd.bump();
         }
         let sup = child.wait().await;
+        if let Some(path) = &cmd.commondir_watch
+            && std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir())
+        {
+            tracing::warn!(
+                path = %path.display(),
+                "a command created .git/commondir (which would point the user's git at another config); removed"
+            );
+            let _ = std::fs::remove_file(path);
+        }
         {
             let mut s = cmd.lock();
             if s.exit.is_none() {

@@ -236,6 +236,20 @@ impl SandboxRoots {
         })
     }
 
+    /// What a command may do beneath the runtime directory (everything but
+    /// device nodes and device ioctls): its private `/tmp` gets the same.
+    pub(crate) fn write_access(&self) -> u64 {
+        (AccessFs::from_all(self.abi)
+            & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev))
+            .bits()
+    }
+
+    /// What a command may do to a pseudo-terminal of its own.
+    pub(crate) fn terminal_access(&self) -> u64 {
+        (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev).bits()
+            & AccessFs::from_all(self.abi).bits()
+    }
+
     /// Builds the spare ruleset for the next command, if there is none.
     pub fn refill(&self) {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
@@ -304,6 +318,45 @@ fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) {
     }
 }
 
+/// The access right to make FIFOs.
+pub(crate) fn make_fifo_access() -> u64 {
+    BitFlags::from(AccessFs::MakeFifo).bits()
+}
+
+/// Adds a rule for the file or directory at `path` (opened `O_PATH`,
+/// following links); nothing when it does not exist.
+pub(crate) fn add_path_rule(ruleset: RawFd, path: &Path, access: u64) {
+    if let Some((fd, dir)) = open_path(path) {
+        let access = if dir {
+            access
+        } else {
+            let abi = ABI::from(support().abi.min(abi_number(TARGET_ABI)) as i32);
+            access & AccessFs::from_file(abi).bits()
+        };
+        add_rule(ruleset, fd.as_raw_fd(), access);
+    }
+}
+
+/// Adds a rule for the open descriptor `fd`.
+pub(crate) fn add_fd_rule(ruleset: RawFd, fd: RawFd, access: u64) {
+    add_rule(ruleset, fd, access);
+}
+
+/// `no_new_privs`, then the ruleset applies to this process and all it
+/// starts; the errno on failure.
+pub(crate) fn restrict_self(ruleset: RawFd) -> Result<(), std::io::Error> {
+    // SAFETY: system calls on a descriptor the caller holds.
+    #[allow(unsafe_code)]
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// One command's ruleset: the roots' rules, to which its process adds its
 /// own `/proc/self` and (PTY) its terminal before restricting itself.
 #[derive(Debug)]
@@ -314,6 +367,17 @@ pub struct ChildSandbox {
 }
 
 impl ChildSandbox {
+    /// The ruleset's descriptor (the namespace tier hands it to the
+    /// sandbox's entry, which adds its own rules and applies it).
+    pub(crate) fn ruleset_fd(&self) -> RawFd {
+        self.ruleset.as_raw_fd()
+    }
+
+    /// Read access (for `/proc` inside the sandbox).
+    pub(crate) fn read_access(&self) -> u64 {
+        self.read
+    }
+
     /// In the command's process, before exec: adds its own `/proc/self`
     /// and (PTY) its terminal to the prepared ruleset, sets `no_new_privs`
     /// and restricts itself. System calls only; on failure, the errno.

@@ -26,7 +26,7 @@ use rustix::process::{Pid, Signal};
 
 /// Signals the supervisor ignores (terminal and job control, and those a
 /// kill sends to a whole group); the shell gets them back as default.
-const IGNORED: [libc::c_int; 8] = [
+pub(crate) const IGNORED: [libc::c_int; 8] = [
     libc::SIGHUP,
     libc::SIGINT,
     libc::SIGQUIT,
@@ -47,6 +47,10 @@ pub struct Launch {
     sandbox: Option<ChildSandbox>,
     new_session: bool,
     drop_capabilities: bool,
+    /// The namespace tier: `argv` starts with `bwrap`, which finishes the
+    /// sandbox; these descriptors (the ruleset, the entry program) must
+    /// survive the exec.
+    wrapped: Option<Vec<RawFd>>,
 }
 
 // SAFETY: the pointers point into `_strings`, owned by the same value and
@@ -61,6 +65,11 @@ impl Launch {
     /// `sandbox` (the seccomp filter is inherited from the thread that
     /// forks); `new_session` for pipe commands (a PTY command's session was
     /// made with its terminal).
+    ///
+    /// With a `wrapper` (a `bwrap` argument list ending where `/bin/sh -c
+    /// cmd` follows, and the descriptors it must inherit), the command is
+    /// started through it, and the sandbox is finished inside by the
+    /// wrapper's entry.
     pub fn new(
         cmd: &str,
         env: &BTreeMap<String, String>,
@@ -68,13 +77,22 @@ impl Launch {
         sandbox: Option<ChildSandbox>,
         new_session: bool,
         drop_capabilities: bool,
+        wrapper: Option<(Vec<std::ffi::OsString>, Vec<RawFd>)>,
     ) -> Result<Self, String> {
+        use std::os::unix::ffi::OsStringExt;
         let nul = |what: &str| format!("the {what} contains a NUL byte");
-        let mut strings = vec![
-            CString::new("/bin/sh").map_err(|_| nul("shell"))?,
-            CString::new("-c").map_err(|_| nul("shell"))?,
-            CString::new(cmd).map_err(|_| nul("command"))?,
-        ];
+        let (prefix, keep) = match wrapper {
+            Some((argv, keep)) => (argv, Some(keep)),
+            None => (Vec::new(), None),
+        };
+        let mut strings = Vec::with_capacity(prefix.len() + 3 + env.len());
+        for a in prefix {
+            strings.push(CString::new(a.into_vec()).map_err(|_| nul("sandbox argument"))?);
+        }
+        strings.push(CString::new("/bin/sh").map_err(|_| nul("shell"))?);
+        strings.push(CString::new("-c").map_err(|_| nul("shell"))?);
+        strings.push(CString::new(cmd).map_err(|_| nul("command"))?);
+        let argc = strings.len();
         for (k, v) in env {
             strings.push(CString::new(format!("{k}={v}")).map_err(|_| nul("environment"))?);
         }
@@ -83,8 +101,8 @@ impl Launch {
             v.push(std::ptr::null());
             v
         };
-        let argv = ptrs(0..3, &strings);
-        let envp = ptrs(3..strings.len(), &strings);
+        let argv = ptrs(0..argc, &strings);
+        let envp = ptrs(argc..strings.len(), &strings);
         Ok(Self {
             _strings: strings,
             argv,
@@ -93,6 +111,7 @@ impl Launch {
             sandbox,
             new_session,
             drop_capabilities,
+            wrapped: keep,
         })
     }
 }
@@ -165,8 +184,15 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         if !l.new_session && (libc::setpgid(0, 0) != 0 || libc::tcsetpgrp(0, libc::getpid()) != 0) {
             fail(*libc::__errno_location());
         }
-        for sig in IGNORED {
-            libc::signal(sig, libc::SIG_DFL);
+        // Below bubblewrap the signals stay ignored: its two processes
+        // (outside and init inside) must not die of a TERM or INT sent to
+        // the command's group — that would SIGKILL the command with them
+        // and no trap of the command's could run. The entry sets them back
+        // to their defaults for the command.
+        if l.wrapped.is_none() {
+            for sig in IGNORED {
+                libc::signal(sig, libc::SIG_DFL);
+            }
         }
         if l.new_session && libc::setsid() < 0 {
             fail(*libc::__errno_location());
@@ -174,13 +200,27 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::fchdir(l.cwd.as_raw_fd()) != 0 {
             fail(*libc::__errno_location());
         }
-        if let Some(sb) = &l.sandbox
-            && let Err(e) = sb.enforce()
-        {
-            fail(e);
-        }
-        if l.drop_capabilities {
-            drop_capabilities();
+        if let Some(keep) = &l.wrapped {
+            // bubblewrap needs its capabilities (as root) and may not run
+            // Landlock-confined (it mounts): the entry it starts applies
+            // both. `no_new_privs` already: nothing it runs gains any.
+            for &fd in keep {
+                if fd >= 0 && libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    fail(*libc::__errno_location());
+                }
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                fail(*libc::__errno_location());
+            }
+        } else {
+            if let Some(sb) = &l.sandbox
+                && let Err(e) = sb.enforce()
+            {
+                fail(e);
+            }
+            if l.drop_capabilities {
+                drop_capabilities();
+            }
         }
         libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());
         fail(*libc::__errno_location())

@@ -117,6 +117,12 @@ pub struct Cli {
     )]
     pub shell_env_set: Option<String>,
 
+    /// Sandbox of commands in safe and trusted mode: auto (bubblewrap
+    /// namespaces where the host allows them, else Landlock alone),
+    /// namespace (required: exit 2 without it), landlock (Landlock alone)
+    #[arg(long, env = "CODING_TOOLS_MCP_SANDBOX", value_enum, default_value_t = SandboxTier::Auto, ignore_case = true)]
+    pub sandbox: SandboxTier,
+
     /// Command policy: safe refuses network, shell expansion and inline scripts;
     /// trusted allows local development; dangerous disables the gates
     #[arg(long, env = "CODING_TOOLS_MCP_PERMISSION_MODE", value_enum)]
@@ -186,6 +192,14 @@ fn truthy_parser() -> impl clap::builder::TypedValueParser<Value = bool> {
     })
 }
 
+/// `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxTier {
+    Auto,
+    Namespace,
+    Landlock,
+}
+
 /// `--auth-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AuthMode {
@@ -251,6 +265,7 @@ pub struct Config {
     pub runtime_root: Option<PathBuf>,
     pub shell_env_inherit: ShellEnvInherit,
     pub env_policy: ctm_exec_runtime::EnvPolicy,
+    pub sandbox_tier: ctm_exec_runtime::TierChoice,
     /// A bearer token this process generated (printed once at start).
     pub generated_token: bool,
     pub permission_mode: PermissionMode,
@@ -452,6 +467,11 @@ impl Cli {
             runtime_root: self.runtime_root.filter(|p| !p.as_os_str().is_empty()),
             shell_env_inherit: self.shell_env_inherit,
             env_policy,
+            sandbox_tier: match self.sandbox {
+                SandboxTier::Auto => ctm_exec_runtime::TierChoice::Auto,
+                SandboxTier::Namespace => ctm_exec_runtime::TierChoice::Namespace,
+                SandboxTier::Landlock => ctm_exec_runtime::TierChoice::Landlock,
+            },
             permission_mode: mode,
             allow_network: self.allow_network,
             view_image: self.enable_view_image,

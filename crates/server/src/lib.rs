@@ -52,6 +52,22 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     init_logging();
+    if config.sandbox_tier == ctm_exec_runtime::TierChoice::Namespace
+        && config.permission_mode != cli::PermissionMode::Dangerous
+    {
+        let ns = ctm_exec_runtime::namespace_support();
+        if !ns.available() {
+            eprintln!(
+                "coding-tools-mcp: error: --sandbox namespace: {}{}",
+                ns.reason.as_deref().unwrap_or("unavailable"),
+                ns.fix
+                    .as_deref()
+                    .map(|f| format!(" (fix: {f})"))
+                    .unwrap_or_default()
+            );
+            return ExitCode::from(2);
+        }
+    }
     if config.generated_token
         && let Some(token) = &config.auth_token
     {

@@ -76,6 +76,11 @@ impl Server {
                 env_policy: config.env_policy.clone(),
                 budget: limits.retention,
                 allow_roots: config.exec_allow_roots.clone(),
+                sandbox: ctm_exec_runtime::SandboxConfig {
+                    tier: config.sandbox_tier,
+                    seal_git: config.permission_mode == PermissionMode::Safe,
+                    helper: std::env::current_exe().ok(),
+                },
             },
             workspace.clone(),
             runtime_dirs.clone(),

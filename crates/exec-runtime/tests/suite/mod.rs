@@ -28,6 +28,7 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
         env_policy: EnvPolicy::default(),
         budget,
         allow_roots: Vec::new(),
+        sandbox: SandboxConfig::default(),
     };
     let rt = ExecRuntime::new(cfg, workspace, dirs);
     Fixture { ws, base, rt }

@@ -531,7 +531,35 @@ pub fn sandbox_report(server: &Server) -> Value {
             "off"
         }
     };
+    let tier = server.exec.tier();
+    let ns = tier.tier == "namespace";
+    let ns_support = ctm_exec_runtime::namespace_support();
+    let by_ns = |wanted: bool| kernel(wanted, ns);
+    let not_confined: Vec<&str> = if ns {
+        vec![
+            "UDP and ICMP datagram sockets, where the network is open",
+            "a .git/commondir a command creates (removed when the command ends; see docs/security.md)",
+        ]
+    } else {
+        vec![
+            "UDP and ICMP datagram sockets",
+            "pathname UNIX sockets (e.g. another program's control socket)",
+            "metadata writes outside the write roots: chmod, chown, utimes, xattrs",
+            "reading /proc of the command's own child processes",
+            ".git's config and hooks (writable by commands)",
+        ]
+    };
     json!({
+        "tier": tier.tier,
+        "namespace": {
+            "active": ns,
+            "reason": tier.reason,
+            "fix": tier.fix,
+            "bwrap": ns_support_path(ns_support),
+            "bwrap_version": ns_support.version,
+            "private_network": tier.private_network,
+            "git_sealed": tier.git_sealed,
+        },
         "landlock_abi": ll.abi,
         "landlock_unavailable_reason": ll.reason,
         "seccomp_unavailable_reason": seccomp_available().as_ref().err(),
@@ -556,15 +584,19 @@ pub fn sandbox_report(server: &Server) -> Value {
             "no_new_privs": kernel(g.landlock, ll.filesystem() || seccomp_ok),
             "path_gate": gate(g.filesystem_escape),
             "privileged_executable_gate": gate(g.privileged_executable),
+            "host_filesystem_read_only": by_ns(g.landlock),
+            "private_tmp_and_run": by_ns(g.landlock),
+            "pid_namespace": by_ns(g.landlock),
+            "network_namespace": by_ns(g.landlock && g.network == GateState::Blocked),
+            "git_config_and_hooks_read_only": by_ns(g.landlock && tier.git_sealed),
         },
         "seccomp_refuses": if g.landlock && seccomp_ok { json!(SECCOMP_REFUSED) } else { json!([]) },
-        "not_confined": [
-            "UDP and ICMP datagram sockets",
-            "pathname UNIX sockets (e.g. another program's control socket)",
-            "metadata writes outside the write roots: chmod, chown, utimes, xattrs",
-            "reading /proc of the command's own child processes",
-        ],
+        "not_confined": not_confined,
     })
+}
+
+fn ns_support_path(s: &ctm_exec_runtime::NamespaceSupport) -> Value {
+    s.bwrap.as_ref().map_or(Value::Null, |p| json!(p))
 }
 
 pub fn check_exec_environment(server: &Server) -> ToolSuccess {

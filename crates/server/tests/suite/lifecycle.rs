@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::harness::*;
-use super::sandbox::{all_gone, all_running, exec, layout, leave_background, sc, tag};
+use super::sandbox::{
+    LANDLOCK_TIER, all_gone, all_running, exec, layout, leave_background, sc, tag,
+};
 
 /// Claude Code's SIGKILL comes this long after its first signal: a server
 /// still alive then loses its clean-up.
@@ -55,7 +57,7 @@ fn stdio_server_stops_on(name: &str, n: u32, code: i32) {
     let l = layout();
     let t = tag(n);
     let mut marks = leave_background(&l.ws, &t);
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     let r = exec(&mut s, "sh bg.sh");
     assert_eq!(sc(&r)["background_running"], true, "{r}");
     let r = s.request(&call(
@@ -112,7 +114,7 @@ fn sigterm_stops_the_http_server_with_a_request_in_flight() {
     let l = layout();
     let t = tag(24);
     let mut marks = leave_background(&l.ws, &t);
-    let mut s = HttpServer::start(&l.ws, &[]);
+    let mut s = HttpServer::start(&l.ws, LANDLOCK_TIER);
     let call_tool = |name: &str, arguments: Value| {
         s.post_modern("tools/call", json!({"name": name, "arguments": arguments}))
             .json()

@@ -6,6 +6,7 @@ mod git;
 mod harness;
 mod http;
 mod lifecycle;
+mod namespace;
 mod oauth;
 mod patch;
 mod sandbox;

@@ -14,6 +14,11 @@ use super::harness::*;
 
 const SECRET: &str = "SANDBOX-SECRET-7731";
 
+/// The tests of the issue "The command sandbox, part 1" pin the Landlock
+/// tier (also what a host without user namespaces gets); `namespace.rs`
+/// pins the namespace tier.
+pub(super) const LANDLOCK_TIER: &[&str] = &["--sandbox", "landlock"];
+
 pub(super) struct Layout {
     _t: tempfile::TempDir,
     pub ws: PathBuf,
@@ -113,7 +118,7 @@ fn rustix_free_euid() -> u32 {
 #[test]
 fn reads_outside_the_workspace_are_refused_or_denied() {
     let l = layout();
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     let abs = l.outside.join("secret.txt");
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let direct = [
@@ -194,7 +199,7 @@ fn reads_outside_the_workspace_are_refused_or_denied() {
     .unwrap();
     let path = format!("{}:/usr/bin:/bin", fake.join(".cargo/bin").display());
     let mut s = StdioServer::start_with(
-        command(&l.ws, &["--stdio"])
+        command(&l.ws, &["--stdio", "--sandbox", "landlock"])
             .env("HOME", &fake)
             .env("PATH", &path)
             // cargo exports its own to the tests it runs.
@@ -447,7 +452,7 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
     let l = layout();
     // kill_command ends a command's background processes after its shell exited.
     let marks = leave_background(&l.ws, &tag(1));
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     let r = exec(&mut s, "sh bg.sh");
     assert_eq!(sc(&r)["stdout"], "started\n", "{r}");
     assert_eq!(sc(&r)["background_running"], true, "{r}");
@@ -483,7 +488,7 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
         "import os, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    open('hb', 'a').write('x')\n    time.sleep(0.001)\n",
     )
     .unwrap();
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     let r = exec(&mut s, "python3 rabbit.py >/dev/null 2>&1 &");
     let id = sc(&r)["command_id"].as_str().unwrap().to_owned();
     let hb = l.ws.join("hb");
@@ -529,7 +534,7 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
     drop(s);
     // So does a SIGKILL of the server.
     let marks = leave_background(&l.ws, &tag(3));
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     exec(&mut s, "sh bg.sh");
     assert!(all_running(&marks));
     s.child.kill().unwrap();
@@ -543,7 +548,7 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
 #[test]
 fn background_processes_count_against_the_limit() {
     let l = layout();
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     let max = sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]
         ["max_active_commands"]
         .as_u64()
@@ -818,7 +823,7 @@ attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))
         ),
     )
     .unwrap();
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     if !enforced(&mut s, "tcp_connect_bind_refused") {
         return;
     }
@@ -826,7 +831,7 @@ attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM))
     let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
     assert_eq!(out.lines().count(), 7, "{r}");
     assert!(!out.contains("OPEN"), "{out}");
-    let mut s = StdioServer::start(&l.ws, &["--allow-network"]);
+    let mut s = StdioServer::start(&l.ws, &["--allow-network", "--sandbox", "landlock"]);
     let r = exec(&mut s, "python3 net.py");
     let out = sc(&r)["stdout"].as_str().unwrap().to_owned();
     assert!(out.starts_with("connect OPEN"), "{r}");
@@ -880,7 +885,7 @@ fn git_tools_never_read_what_a_command_links_into_git() {
     git(&l.ws, &["commit", "-qm", "one"]);
     git(&l.ws, &["pack-refs", "--all"]);
     let secret = l.outside.join("secret.txt");
-    let mut s = StdioServer::start(&l.ws, &[]);
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
     // A command may write .git (documented); it plants a link to a file it
     // cannot read itself, hoping the git tools (not sandboxed) will.
     plant(

@@ -1,0 +1,449 @@
+//! The namespace tier: each command in a bubblewrap sandbox, with the
+//! Landlock ruleset and the seccomp filter applied inside it.
+//!
+//! Landlock has no right for metadata writes (`chmod`, `chown`, `utimes`,
+//! xattrs), pathname UNIX sockets or the process list; namespaces do. Where
+//! the host allows unprivileged user namespaces and `bwrap` is installed, a
+//! command runs below `bwrap` (an argument list built here, never a shell):
+//! a new user, mount, PID, IPC, UTS and cgroup namespace, the host root
+//! read-only, the workspace and the runtime directory read-write, a private
+//! `/tmp`, an empty `/run`, a minimal `/dev` with a pseudo-terminal instance
+//! of its own, a `/proc` of its own, and — when the network is closed — a
+//! network namespace with nothing but loopback. When the command's first
+//! process ends, bubblewrap's init ends every other process of it.
+//!
+//! bubblewrap mounts, and a Landlock-confined process may not: so the rules
+//! and the filter are applied after it, by [`enter_if_requested`] — the host
+//! program, started again inside the sandbox as the command's first process
+//! (`<program> --ctm-sandbox-exec ...`), adds the rules for what exists only
+//! inside (its `/proc`, `/tmp`, `/dev/pts`, `/dev/shm`), restricts itself,
+//! installs the filter and execs `/bin/sh -c`. The ruleset itself was made
+//! in the server from the host's inodes, which the bind mounts keep.
+//!
+//! Why bubblewrap rather than our own `clone(CLONE_NEWUSER|...)`: it is the
+//! maintained, audited tool the best agents' sandboxes (and Flatpak) use for
+//! exactly this — uid maps, `pivot_root`, recursive read-only remounts,
+//! devpts instances, the PID-1 reaper, `PR_SET_PDEATHSIG` — and every one of
+//! those is a place where a hand-written version could be subtly wrong.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The first argument that makes the host program the sandbox's entry.
+pub const ENTRY_FLAG: &str = "--ctm-sandbox-exec";
+
+/// Which sandbox tier commands of safe and trusted mode get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TierChoice {
+    /// The namespace tier where the host allows it, else Landlock alone.
+    #[default]
+    Auto,
+    /// Landlock (and seccomp) alone, even where namespaces would work.
+    Landlock,
+    /// The namespace tier or nothing: a host without it is an error.
+    Namespace,
+}
+
+/// How commands are sandboxed beyond the gates.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// The tier asked for.
+    pub tier: TierChoice,
+    /// Safe mode: the files that make git run programs are read-only to
+    /// commands (`.git/config`, `hooks/`, `info/`, submodule and worktree
+    /// configs), and `.git` cannot be renamed or removed.
+    pub seal_git: bool,
+    /// The program that calls [`enter_if_requested`] first thing in
+    /// `main` (for the server, its own executable); without one there is no
+    /// namespace tier.
+    pub helper: Option<PathBuf>,
+}
+
+/// Whether the host can run the namespace tier, and if not, why and how to
+/// fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceSupport {
+    /// The `bwrap` found (`CODING_TOOLS_MCP_BWRAP`, else on `PATH`).
+    pub bwrap: Option<PathBuf>,
+    /// Its version line.
+    pub version: Option<String>,
+    /// Why the tier is not available (`None`: it is).
+    pub reason: Option<String>,
+    /// The one-line fix, when there is one.
+    pub fix: Option<String>,
+}
+
+impl NamespaceSupport {
+    /// The tier can run here.
+    pub fn available(&self) -> bool {
+        self.reason.is_none() && self.bwrap.is_some()
+    }
+}
+
+fn find_bwrap() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CODING_TOOLS_MCP_BWRAP").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .map(|d| d.join("bwrap"))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the kernel's user-namespace switches, not workspace files"
+)]
+fn sysctl(name: &str) -> Option<String> {
+    std::fs::read_to_string(Path::new("/proc/sys").join(name))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Detected once per process: is `bwrap` there, and does a sandbox like a
+/// command's start (user, PID and network namespaces, `/proc`, `/dev`)?
+pub fn support() -> &'static NamespaceSupport {
+    static SUPPORT: OnceLock<NamespaceSupport> = OnceLock::new();
+    SUPPORT.get_or_init(probe)
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the one-time probe of bubblewrap belongs to the exec runtime"
+)]
+fn probe() -> NamespaceSupport {
+    let Some(bwrap) = find_bwrap() else {
+        return NamespaceSupport {
+            bwrap: None,
+            version: None,
+            reason: Some("bubblewrap (bwrap) is not installed".into()),
+            fix: Some(
+                "apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap (Fedora)"
+                    .into(),
+            ),
+        };
+    };
+    let version = std::process::Command::new(&bwrap)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let out = std::process::Command::new(&bwrap)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--",
+            "/bin/true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let (reason, fix) = match out {
+        Ok(o) if o.status.success() => (None, None),
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+            let (why, fix) = if sysctl("kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+                (
+                    "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)",
+                    "sysctl -w kernel.unprivileged_userns_clone=1",
+                )
+            } else if sysctl("kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
+            {
+                (
+                    "AppArmor restricts unprivileged user namespaces",
+                    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile that allows userns for bwrap",
+                )
+            } else if sysctl("user/max_user_namespaces").as_deref() == Some("0") {
+                (
+                    "user namespaces are disabled (user.max_user_namespaces=0)",
+                    "sysctl -w user.max_user_namespaces=10000",
+                )
+            } else {
+                (
+                    "bubblewrap cannot create namespaces here (a container without them?)",
+                    "allow user namespaces in the container runtime (e.g. a seccomp profile that permits clone/unshare of namespaces), or run on the host",
+                )
+            };
+            (
+                Some(format!("{why}: bwrap said {err:?}")),
+                Some(fix.to_owned()),
+            )
+        }
+        Err(e) => (
+            Some(format!("bwrap could not be run: {e}")),
+            Some("check the bwrap binary (CODING_TOOLS_MCP_BWRAP)".into()),
+        ),
+    };
+    NamespaceSupport {
+        bwrap: Some(bwrap),
+        version,
+        reason,
+        fix,
+    }
+}
+
+/// What one command's sandbox is made of (all paths absolute, canonical).
+#[derive(Debug, Clone)]
+pub(crate) struct Plan<'a> {
+    pub bwrap: &'a Path,
+    pub workspace: &'a Path,
+    pub runtime: Option<&'a Path>,
+    /// Read roots that the private `/tmp` and `/run` would hide.
+    pub hidden_roots: &'a [PathBuf],
+    pub unshare_net: bool,
+    pub seal_git: bool,
+    /// The helper, as `/proc/self/fd/<n>` of an inherited descriptor.
+    pub helper_fd: RawFd,
+    pub ruleset_fd: RawFd,
+    pub read_access: u64,
+    pub write_access: u64,
+    pub terminal_access: u64,
+    pub tty: bool,
+}
+
+/// The `bwrap` argument list (program first), ending with the helper's
+/// entry and `--`; the caller appends `/bin/sh -c <cmd>`.
+pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::with_capacity(64);
+    let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+        for i in items {
+            a.push(i.as_ref().to_os_string());
+        }
+    };
+    push(&[&p.bwrap]);
+    push(&[
+        &"--unshare-user",
+        &"--unshare-pid",
+        &"--unshare-ipc",
+        &"--unshare-uts",
+        &"--unshare-cgroup-try",
+    ]);
+    if p.unshare_net {
+        push(&[&"--unshare-net"]);
+    }
+    push(&[
+        &"--die-with-parent",
+        &"--cap-drop",
+        &"ALL",
+        &"--ro-bind",
+        &"/",
+        &"/",
+        &"--tmpfs",
+        &"/tmp",
+        &"--tmpfs",
+        &"/run",
+        &"--dev",
+        &"/dev",
+        &"--proc",
+        &"/proc",
+    ]);
+    for r in p.hidden_roots {
+        push(&[&"--ro-bind-try", r, r]);
+    }
+    if let Some(rt) = p.runtime {
+        push(&[&"--bind", &rt, &rt]);
+    }
+    push(&[&"--bind", &p.workspace, &p.workspace]);
+    if p.seal_git {
+        for (kind, path) in git_seal(p.workspace) {
+            match kind {
+                Seal::MountPoint => push(&[&"--bind", &path, &path]),
+                Seal::ReadOnly => push(&[&"--ro-bind", &path, &path]),
+                Seal::EmptyDir => push(&[&"--tmpfs", &path, &"--remount-ro", &path]),
+            }
+        }
+    }
+    push(&[
+        &format!("/proc/self/fd/{}", p.helper_fd),
+        &ENTRY_FLAG,
+        &p.ruleset_fd.to_string(),
+        &p.read_access.to_string(),
+        &p.write_access.to_string(),
+        &p.terminal_access.to_string(),
+        &(if p.tty { "tty" } else { "pipe" }),
+        &"--",
+    ]);
+    a
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seal {
+    /// Bound onto itself: a mount point cannot be renamed or removed.
+    MountPoint,
+    /// Bound onto itself read-only.
+    ReadOnly,
+    /// A missing directory git would read, covered by an empty read-only
+    /// one (bubblewrap makes the mount point: an empty directory).
+    EmptyDir,
+}
+
+/// The mounts that keep git from running programs a command planted: the
+/// repository's `.git` (a directory, not a link) as a mount point, its
+/// config files and its hook and info directories read-only, and the same
+/// for each submodule's and each worktree's.
+pub(crate) fn git_seal(workspace: &Path) -> Vec<(Seal, PathBuf)> {
+    let git = workspace.join(".git");
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() || m.is_dir());
+    if !is_dir(&git) {
+        return Vec::new();
+    }
+    let mut out = vec![(Seal::MountPoint, git.clone())];
+    let seal_repo = |dir: &Path, out: &mut Vec<(Seal, PathBuf)>| {
+        for f in ["config", "config.worktree", "commondir", "gitdir"] {
+            let p = dir.join(f);
+            if exists(&p) {
+                out.push((Seal::ReadOnly, p));
+            }
+        }
+        for d in ["hooks", "info"] {
+            let p = dir.join(d);
+            if is_dir(&p) {
+                out.push((Seal::ReadOnly, p));
+            } else if !exists(&p) && std::fs::symlink_metadata(&p).is_err() {
+                out.push((Seal::EmptyDir, p));
+            } else {
+                // Something else (a link) at hooks/info: read-only too.
+                out.push((Seal::ReadOnly, p));
+            }
+        }
+    };
+    seal_repo(&git, &mut out);
+    for group in ["modules", "worktrees"] {
+        let Ok(entries) = std::fs::read_dir(git.join(group)) else {
+            continue;
+        };
+        for e in entries.flatten().take(256) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                seal_repo(&e.path(), &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Called first thing in the host program's `main`: when the process was
+/// started as a sandbox's entry, finishes the sandbox and execs the
+/// command — it never returns then; otherwise it returns at once.
+pub fn enter_if_requested() {
+    let mut args = std::env::args_os();
+    let _program = args.next();
+    if args.next().as_deref() != Some(std::ffi::OsStr::new(ENTRY_FLAG)) {
+        return;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let code = match enter(&rest) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("coding-tools-mcp sandbox: {e}");
+            126
+        }
+    };
+    std::process::exit(code);
+}
+
+fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
+    let num = |i: usize| -> Result<i64, String> {
+        args.get(i)
+            .and_then(|a| a.to_str())
+            .and_then(|a| a.parse::<i64>().ok())
+            .ok_or_else(|| format!("argument {i} is missing or not a number"))
+    };
+    let ruleset = num(0)?;
+    let read = num(1)? as u64;
+    let write = num(2)? as u64;
+    let terminal = num(3)? as u64;
+    let tty = args.get(4).and_then(|a| a.to_str()) == Some("tty");
+    if args.get(5).and_then(|a| a.to_str()) != Some("--") || args.len() < 7 {
+        return Err("no command after --".into());
+    }
+    let command = &args[6..];
+    if ruleset >= 0 {
+        let fd = RawFd::try_from(ruleset).map_err(|e| e.to_string())?;
+        // SAFETY: the descriptor was left open for this process by the
+        // server (the ruleset of this command), owned from here on.
+        #[allow(unsafe_code)]
+        let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+        // What exists only inside: this sandbox's /proc (its processes
+        // alone), its private /tmp and /dev/shm, its pseudo-terminals. A
+        // rule covers what is mounted below its directory too, and the
+        // workspace may be mounted below /tmp: so no FIFOs there (the
+        // workspace allows none; `$TMPDIR` does).
+        let no_fifo = write & !crate::sandbox::make_fifo_access();
+        for (path, access) in [
+            ("/proc", read),
+            ("/tmp", no_fifo),
+            ("/dev/shm", no_fifo),
+            ("/dev/pts", terminal),
+        ] {
+            crate::sandbox::add_path_rule(ruleset.as_raw_fd(), Path::new(path), access);
+        }
+        if tty {
+            // A PTY command: its terminal (stdin) and /dev/tty, with ioctls.
+            crate::sandbox::add_fd_rule(ruleset.as_raw_fd(), 0, terminal);
+            crate::sandbox::add_path_rule(ruleset.as_raw_fd(), Path::new("/dev/tty"), terminal);
+        }
+        crate::sandbox::restrict_self(ruleset.as_raw_fd()).map_err(|e| format!("Landlock: {e}"))?;
+    }
+    // bubblewrap ran with the group's signals ignored (see the
+    // supervisor); the command gets the defaults.
+    // SAFETY: resetting signal dispositions in a single-threaded process.
+    #[allow(unsafe_code)]
+    unsafe {
+        for sig in crate::supervisor::IGNORED {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    if let Ok(prog) = crate::seccomp::program(false) {
+        crate::seccomp::enforce(prog).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    use std::os::unix::process::CommandExt;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the sandbox's entry execs the command it was started for"
+    )]
+    let err = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .exec();
+    Err(format!("cannot run {:?}: {err}", command[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_seal_covers_what_makes_git_run_programs() {
+        let t = tempfile::tempdir().unwrap();
+        let g = t.path().join(".git");
+        std::fs::create_dir_all(g.join("hooks")).unwrap();
+        std::fs::write(g.join("config"), "").unwrap();
+        std::fs::create_dir_all(g.join("modules/sub/hooks")).unwrap();
+        std::fs::write(g.join("modules/sub/config"), "").unwrap();
+        let seal = git_seal(t.path());
+        assert_eq!(seal[0], (Seal::MountPoint, g.clone()));
+        assert!(seal.contains(&(Seal::ReadOnly, g.join("config"))));
+        assert!(seal.contains(&(Seal::ReadOnly, g.join("hooks"))));
+        assert!(seal.contains(&(Seal::EmptyDir, g.join("info"))));
+        assert!(seal.contains(&(Seal::ReadOnly, g.join("modules/sub/config"))));
+        assert!(seal.contains(&(Seal::ReadOnly, g.join("modules/sub/hooks"))));
+        // No repository: nothing to seal.
+        let none = tempfile::tempdir().unwrap();
+        assert!(git_seal(none.path()).is_empty());
+    }
+}

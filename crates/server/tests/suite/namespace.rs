@@ -1,0 +1,348 @@
+//! The namespace tier (the issue "The command sandbox, part 2"), attacked
+//! through the real binary in safe mode: what Landlock alone cannot stop —
+//! metadata writes, host sockets, a `.git` that makes the user's git run a
+//! program, seeing and signalling the host's processes. On a host without
+//! bubblewrap or user namespaces each test says so and checks nothing else.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+use super::sandbox::{LANDLOCK_TIER, all_gone, all_running, layout, sc, tag};
+
+/// Starts a server (safe mode unless `args` say otherwise) and tells
+/// whether its commands run in the namespace tier; when not, prints why.
+fn start(ws: &Path, args: &[&str]) -> Option<StdioServer> {
+    let mut s = StdioServer::start(ws, args);
+    let r = s.request(&call(90, "check_exec_environment", json!({})));
+    let sb = &sc(&r)["sandbox"];
+    if sb["tier"] == "namespace" {
+        return Some(s);
+    }
+    // CI installs bubblewrap and asks for the tier: there, its absence fails.
+    assert!(
+        std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_none(),
+        "the namespace tier is required here but unavailable: {sb}"
+    );
+    eprintln!(
+        "NOTE: no namespace tier on this host ({}; fix: {}); the namespace tests check nothing here",
+        sb["namespace"]["reason"], sb["namespace"]["fix"]
+    );
+    None
+}
+
+fn run(s: &mut StdioServer, cmd: &str) -> Value {
+    let r = s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": cmd, "yield_time_ms": 20000}),
+    ));
+    sc(&r).clone()
+}
+
+/// A directory outside the workspace and outside /tmp (which the sandbox
+/// replaces), so the command sees the host's file there, read-only.
+struct Outside(PathBuf);
+
+impl Outside {
+    fn new(name: &str) -> Self {
+        let dir = PathBuf::from(format!("/var/tmp/ctm-ns-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn metadata_writes_outside_the_workspace_fail() {
+    let l = layout();
+    let out = Outside::new("meta");
+    let secret = out.0.join("secret.txt");
+    let tool = out.0.join("tool");
+    std::fs::write(&secret, "x").unwrap();
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.mode(), m.uid(), m.mtime())
+    };
+    let (s0, t0) = (before(&secret), before(&tool));
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    // From a script: the path gate would refuse these names on a command line.
+    std::fs::write(
+        l.ws.join("meta.sh"),
+        format!(
+            "F={secret}; T={tool}\nchmod 666 $F; echo chmod=$?\nchown 65534 $F; echo chown=$?\ntouch -d 2001-01-01 $F; echo touch=$?\nchmod 4755 $T; echo setuid=$?\npython3 meta.py; echo xattr=$?\n",
+            secret = secret.display(),
+            tool = tool.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        l.ws.join("meta.py"),
+        format!(
+            "import os, sys\ntry:\n    os.setxattr({:?}, 'user.x', b'1')\nexcept OSError as e:\n    print(e.strerror)\n    sys.exit(1)\n",
+            secret.display().to_string()
+        ),
+    )
+    .unwrap();
+    let v = run(&mut s, "sh meta.sh");
+    let stdout = v["stdout"].as_str().unwrap_or_default().to_owned();
+    for step in ["chmod", "chown", "touch", "setuid", "xattr"] {
+        assert!(
+            stdout.contains(&format!("{step}=1")),
+            "{step} took effect: {v}"
+        );
+    }
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Read-only file system"),
+        "{v}"
+    );
+    assert_eq!((before(&secret), before(&tool)), (s0, t0));
+    let xattr = Command::new("getfattr")
+        .args(["-n", "user.x"])
+        .arg(&secret)
+        .output();
+    if let Ok(o) = xattr {
+        assert!(!o.status.success(), "an xattr was set");
+    }
+}
+
+#[test]
+fn host_sockets_in_tmp_and_run_are_out_of_reach() {
+    let l = layout();
+    // A same-user service's control socket in the host's /tmp (tmux's is
+    // /tmp/tmux-<uid>/default).
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    std::fs::write(
+        l.ws.join("dial.py"),
+        format!(
+            "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\n    print('CONNECTED')\nexcept OSError as e:\n    print('refused', e.errno)\n",
+            sock.display().to_string()
+        ),
+    )
+    .unwrap();
+    let v = run(&mut s, "python3 dial.py");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(!out.contains("CONNECTED"), "{v}");
+    assert!(out.contains("refused"), "{v}");
+    assert!(
+        listener.accept().is_err(),
+        "the host's service saw a connection"
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn git_stays_usable_and_cannot_be_made_to_run_programs() {
+    let l = layout();
+    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
+    assert!(git(&l.ws, &["add", "a.txt"]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let marker = l.ws.join("PWNED");
+    // Every way the issue lists to plant a program for the user's git.
+    std::fs::write(
+        l.ws.join("plant.sh"),
+        format!(
+            "printf '[core]\\n\\tfsmonitor = \"touch {m}\"\\n' >> .git/config; echo config=$?\n\
+             printf '#!/bin/sh\\ntouch {m}\\n' > .git/hooks/post-commit; echo hook=$?\n\
+             git config core.hooksPath evil; echo hookspath=$?\n\
+             mkdir -p .git/info && printf 'x' > .git/info/attributes; echo info=$?\n\
+             printf '../elsewhere' > .git/commondir; echo commondir=$?\n\
+             mv .git .git-moved; echo move=$?\n",
+            m = marker.display()
+        ),
+    )
+    .unwrap();
+    let v = run(&mut s, "sh plant.sh");
+    let out = v["stdout"].as_str().unwrap_or_default().to_owned();
+    for step in ["config", "hook", "hookspath", "info", "move"] {
+        assert!(!out.contains(&format!("{step}=0")), "{step} succeeded: {v}");
+    }
+    // The agent still works with git.
+    std::fs::write(
+        l.ws.join("work.sh"),
+        "echo b > b.txt && git add b.txt && git -c user.name=a -c user.email=a@a commit -qm two && git checkout -qb topic && echo c >> a.txt && git stash -q && git stash pop -q && git log --oneline | wc -l\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "sh work.sh");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["stdout"].as_str().unwrap_or_default().trim(), "2", "{v}");
+    drop(s);
+    // The user's own git, outside any sandbox, runs nothing planted.
+    assert!(git(&l.ws, &["status", "--short"]).status.success());
+    std::fs::write(l.ws.join("c.txt"), "c\n").unwrap();
+    assert!(git(&l.ws, &["add", "c.txt"]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "three"]).status.success());
+    assert!(!marker.exists(), "the user's git ran a planted program");
+    assert!(!l.ws.join(".git/commondir").exists());
+}
+
+#[test]
+fn a_command_sees_and_signals_no_host_process() {
+    let l = layout();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let server = s.child.id();
+    std::fs::write(
+        l.ws.join("look.sh"),
+        format!("ps -eo pid,args; kill -0 {server}; echo kill=$?\n"),
+    )
+    .unwrap();
+    let v = run(&mut s, "sh look.sh");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(out.contains("ps -eo"), "ps works inside: {v}");
+    assert!(
+        !out.contains("--stdio") && !out.contains("--workspace"),
+        "the server is visible: {out}"
+    );
+    assert!(!out.contains("kill=0"), "{v}");
+    // The server is unharmed.
+    let r = s.request(&call(2, "server_info", json!({})));
+    assert_eq!(sc(&r)["ok"], true);
+}
+
+#[test]
+fn kill_and_exit_leave_no_process_and_no_directory() {
+    let l = layout();
+    let t = tag(31);
+    std::fs::write(
+        l.ws.join("busy.sh"),
+        format!("sleep {t}1 &\nsetsid sleep {t}2 &\nsleep {t}3\n"),
+    )
+    .unwrap();
+    let marks: Vec<Vec<String>> = (1..=3)
+        .map(|i| vec!["sleep".to_owned(), format!("{t}{i}")])
+        .collect();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let r = s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "sh busy.sh", "yield_time_ms": 100}),
+    ));
+    let id = sc(&r)["command_id"].as_str().unwrap().to_owned();
+    assert!(all_running(&marks));
+    let r = s.request(&call(2, "kill_command", json!({"command_id": id})));
+    assert_eq!(sc(&r)["status"], "terminated", "{r}");
+    assert!(all_gone(&marks), "kill_command left a process");
+    // Server exit by signal, stdin open.
+    s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "sh busy.sh", "yield_time_ms": 100}),
+    ));
+    assert!(all_running(&marks));
+    let r = s.request(&call(4, "check_exec_environment", json!({})));
+    let dir = PathBuf::from(sc(&r)["runtime"]["runtime_dir"].as_str().unwrap());
+    let since = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    while s.child.try_wait().unwrap().is_none() {
+        assert!(since.elapsed() < ANSWER_TIMEOUT, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(all_gone(&marks), "a process survived the server");
+    assert!(!dir.exists(), "the runtime directory is left");
+}
+
+#[test]
+fn loopback_of_the_host_only_with_the_network_open() {
+    let l = layout();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    std::fs::write(
+        l.ws.join("dial.py"),
+        format!(
+            "import socket\ns = socket.socket()\ns.settimeout(2)\nprint('rc', s.connect_ex(('127.0.0.1', {port})))\n"
+        ),
+    )
+    .unwrap();
+    let Some(mut s) = start(&l.ws, &["--permission-mode", "trusted", "--allow-network"]) else {
+        return;
+    };
+    let v = run(&mut s, "python3 dial.py");
+    assert_eq!(v["stdout"], "rc 0\n", "trusted + --allow-network: {v}");
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let v = run(&mut s, "python3 dial.py");
+    assert_ne!(v["stdout"], "rc 0\n", "safe mode reached the host: {v}");
+    // Inside its own network namespace a command may still use loopback.
+    std::fs::write(
+        l.ws.join("self.py"),
+        "import socket\nsrv = socket.socket()\nsrv.bind(('127.0.0.1', 0))\nsrv.listen()\nc = socket.socket()\nprint('own', c.connect_ex(srv.getsockname()))\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "python3 self.py");
+    assert_eq!(v["stdout"], "own 0\n", "{v}");
+}
+
+#[test]
+fn the_tier_is_reported_and_landlock_alone_can_be_chosen() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
+    let r = s.request(&call(1, "check_exec_environment", json!({})));
+    let sb = &sc(&r)["sandbox"];
+    assert_ne!(sb["tier"], "namespace", "{sb}");
+    assert!(
+        sb["namespace"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--sandbox landlock"),
+        "{sb}"
+    );
+    let r = s.request(&call(2, "server_info", json!({})));
+    assert_eq!(sc(&r)["sandbox"]["tier"], sb["tier"]);
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let r = s.request(&call(3, "check_exec_environment", json!({})));
+    let sb = &sc(&r)["sandbox"];
+    assert_eq!(sb["namespace"]["git_sealed"], true);
+    assert_eq!(sb["namespace"]["private_network"], true);
+    assert_eq!(sb["protections"]["host_filesystem_read_only"], "enforced");
+}
