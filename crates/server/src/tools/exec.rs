@@ -98,10 +98,11 @@ fn exit_code(s: &Snapshot) -> Option<i32> {
 
 /// Python's `repr` of a short string, for the summary's tail.
 fn quoted(t: &str) -> String {
-    let mut t: String = t.chars().take(120).collect();
-    if t.chars().count() == 120 {
-        t = t.chars().take(117).chain("...".chars()).collect();
-    }
+    let t: String = if t.chars().count() > 120 {
+        t.chars().take(117).chain("...".chars()).collect()
+    } else {
+        t.to_owned()
+    };
     format!("'{}'", t.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
@@ -888,5 +889,55 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         text,
         structured: st.as_object().cloned().unwrap_or_default(),
         extra_content: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_tail_is_quoted_and_bounded() {
+        assert_eq!(quoted("hi"), "'hi'");
+        assert_eq!(quoted("it's"), "'it\\'s'");
+        let long = "x".repeat(121);
+        assert_eq!(quoted(&long), format!("'{}...'", "x".repeat(117)));
+        assert_eq!(quoted(&"y".repeat(120)), format!("'{}'", "y".repeat(120)));
+    }
+
+    #[test]
+    fn preview_keeps_the_start_and_the_end_when_both_fit() {
+        assert_eq!(
+            preview_of("hi\n", "e\n", 4096),
+            ("--- stdout ---\nhi\n\n--- stderr ---\ne\n".into(), false)
+        );
+        assert_eq!(preview_of("", "e\n", 4096).0, "--- stderr ---\ne\n");
+        let out: String = (1..=50).map(|i| format!("{i}\n")).collect();
+        assert_eq!(
+            preview_of(&out, "", 20),
+            ("--- stdout ---\n1\n2\n3".into(), true)
+        );
+        let (p, cut) = preview_of(&out, "", 60);
+        assert!(cut && p.len() <= 60, "{p}");
+        assert!(
+            p.starts_with("--- stdout ---\n1\n") && p.ends_with("49\n50\n"),
+            "{p}"
+        );
+        // Never inside a character.
+        let (p, _) = preview_of(&"é".repeat(100), "", 41);
+        assert!(p.len() <= 41, "{p}");
+    }
+
+    #[test]
+    fn the_missing_executable_is_read_from_the_shell() {
+        assert_eq!(
+            missing_executable("/bin/sh: 1: foo: not found\n"),
+            Some(("/bin/sh: 1: foo: not found", "foo"))
+        );
+        assert_eq!(
+            missing_executable("bash: line 1: bar: command not found"),
+            Some(("bash: line 1: bar: command not found", "bar"))
+        );
+        assert_eq!(missing_executable("all good\n"), None);
     }
 }
