@@ -15,12 +15,18 @@ pub struct RetainedStream {
     total: u64,
     /// Absolute offset of `tail[0]`.
     tail_start: u64,
+    /// Newlines ever written.
+    newlines: u64,
+    /// The last byte written, if any.
+    last: Option<u8>,
 }
 
 /// A read of retained bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slice {
-    /// The offset actually served (clamped forward out of the evicted gap).
+    /// The offset actually served: the one asked for, or the tail's start
+    /// when that lies in the evicted gap. An offset past the end is kept
+    /// (and serves nothing).
     pub offset: u64,
     /// The bytes.
     pub bytes: Vec<u8>,
@@ -41,11 +47,17 @@ impl RetainedStream {
             tail: VecDeque::new(),
             total: 0,
             tail_start: 0,
+            newlines: 0,
+            last: None,
         }
     }
 
     /// Appends bytes.
     pub fn push(&mut self, mut bytes: &[u8]) {
+        self.newlines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        if let Some(&b) = bytes.last() {
+            self.last = Some(b);
+        }
         if self.head.len() < self.head_cap {
             let n = (self.head_cap - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..n]);
@@ -88,6 +100,12 @@ impl RetainedStream {
         self.tail_start - self.head_len()
     }
 
+    /// Lines ever written: the newlines, and one more when the output
+    /// does not end with one.
+    pub fn lines(&self) -> u64 {
+        self.newlines + u64::from(self.last.is_some_and(|b| b != b'\n'))
+    }
+
     /// Bytes currently retained.
     pub fn retained(&self) -> usize {
         self.head.len() + self.tail.len()
@@ -105,7 +123,7 @@ impl RetainedStream {
         let (start, omitted) = if offset >= head_len && offset < self.tail_start {
             (self.tail_start, self.tail_start - offset)
         } else {
-            (offset.min(self.total), 0)
+            (offset, 0)
         };
         let mut out = Vec::new();
         let mut pos = start;
@@ -170,6 +188,11 @@ mod tests {
             (vec![95, 96, 97, 98, 99], None)
         );
         assert_eq!(s.read(100, 10).bytes, Vec::<u8>::new());
+        let past = s.read(150, 10);
+        assert_eq!(
+            (past.offset, past.next_offset, past.bytes.len()),
+            (150, None, 0)
+        );
     }
 
     #[test]
@@ -182,11 +205,15 @@ mod tests {
         assert_eq!(s.retained(), 16);
         assert!(s.read(91, 100).bytes.ends_with(b"END"));
         let mut small = RetainedStream::new(80);
+        assert_eq!(small.lines(), 0);
         small.push(b"hello world");
-        let r = small.read(0, 100);
+        assert_eq!(small.lines(), 1);
+        small.push(b"\nagain\n");
+        assert_eq!(small.lines(), 2);
+        let r = small.read(0, 11);
         assert_eq!(
             (r.bytes.as_slice(), r.next_offset),
-            (&b"hello world"[..], None)
+            (&b"hello world"[..], Some(11))
         );
         let r = small.read(3, 4);
         assert_eq!((r.bytes.as_slice(), r.next_offset), (&b"lo w"[..], Some(7)));

@@ -154,6 +154,9 @@ pub struct Refusal {
     pub evidence: String,
     /// The path argument or executable refused, for the path gates.
     pub path: Option<String>,
+    /// For inline code: the interpreter and the option that takes the code
+    /// (`python3`, `-c`).
+    pub inline: Option<(String, String)>,
 }
 
 const NETWORK_TOOLS: [&str; 14] = [
@@ -284,22 +287,23 @@ fn has_expansion(cmd: &str) -> Option<&'static str> {
 /// order, whatever the mode; [`Gates`] decides which are open.
 pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
     let mut found = Vec::new();
-    let mut add = |permission, evidence: String| {
+    let mut add = |permission, evidence: String, inline: Option<(String, String)>| {
         if !found.iter().any(|r: &Refusal| r.permission == permission) {
             found.push(Refusal {
                 permission,
                 evidence,
                 path: None,
+                inline,
             });
         }
     };
     for (k, v) in caller_env {
         if crate::env::is_sensitive(k, v) {
-            add(Permission::SensitiveEnv, format!("env {k}"));
+            add(Permission::SensitiveEnv, format!("env {k}"), None);
         }
     }
     if let Some(e) = has_expansion(cmd) {
-        add(Permission::ShellExpansion, e.to_owned());
+        add(Permission::ShellExpansion, e.to_owned(), None);
     }
     let commands = simple_commands(cmd);
     let only_literal = commands
@@ -316,17 +320,31 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
                 .any(|x| x.starts_with('-') && !x.starts_with("--") && x.contains(f))
         };
         if SHELLS.contains(&exe.as_str())
-            && args
+            && let Some(flag) = args
                 .iter()
-                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+                .find(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
         {
-            add(Permission::InlineScript, format!("{exe} -c"));
+            add(
+                Permission::InlineScript,
+                format!("{exe} -c"),
+                Some((exe.clone(), flag.clone())),
+            );
         }
-        if exe.starts_with("python") && (arg("-c") || arg("-"))
-            || exe == "node" && (arg("-e") || arg("--eval") || arg("-p") || arg("--print"))
-            || matches!(exe.as_str(), "ruby" | "perl") && (arg("-e") || arg("-E"))
-        {
-            add(Permission::InlineScript, format!("{exe} inline code"));
+        let code_options: &[&str] = if exe.starts_with("python") {
+            &["-c", "-"]
+        } else if exe == "node" {
+            &["-e", "--eval", "-p", "--print"]
+        } else if matches!(exe.as_str(), "ruby" | "perl") {
+            &["-e", "-E"]
+        } else {
+            &[]
+        };
+        if let Some(option) = code_options.iter().find(|o| arg(o)) {
+            add(
+                Permission::InlineScript,
+                format!("{exe} inline code"),
+                Some((exe.clone(), (*option).to_owned())),
+            );
         }
         let destructive = match exe.as_str() {
             "rm" => flags('r') && flags('f') || arg("--recursive") && arg("--force"),
@@ -347,7 +365,7 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
             _ => false,
         };
         if destructive {
-            add(Permission::DestructiveCommand, words.join(" "));
+            add(Permission::DestructiveCommand, words.join(" "), None);
         }
         let network = NETWORK_TOOLS.contains(&exe.as_str())
             || (exe == "git"
@@ -370,7 +388,7 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
                     .any(|s| arg(s)))
             || (exe == "go" && (arg("get") || arg("install") || arg("download")));
         if network {
-            add(Permission::Network, words.join(" "));
+            add(Permission::Network, words.join(" "), None);
         }
     }
     if !only_literal {
@@ -382,7 +400,7 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
                 || w.contains("requests.")
                 || w.contains("http.client")
             {
-                add(Permission::Network, w.to_owned());
+                add(Permission::Network, w.to_owned(), None);
                 break;
             }
         }
@@ -439,6 +457,16 @@ mod classify_tests {
         assert_eq!(perms("git reset --hard HEAD~1"), ["destructive_command"]);
         assert_eq!(perms("sudo ls"), ["destructive_command"]);
         assert!(perms("echo x > /dev/null 2>&1").is_empty());
+        let inline = |cmd: &str| classify(cmd, &[])[0].inline.clone();
+        assert_eq!(
+            inline("python3 -c 'print(1)'"),
+            Some(("python3".into(), "-c".into()))
+        );
+        assert_eq!(inline("bash -lc ls"), Some(("bash".into(), "-lc".into())));
+        assert_eq!(
+            inline("node --eval 1"),
+            Some(("node".into(), "--eval".into()))
+        );
         let env = classify("ls", &[("LD_PRELOAD", "/x.so")]);
         assert_eq!(env[0].permission, Permission::SensitiveEnv);
     }

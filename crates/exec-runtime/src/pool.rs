@@ -148,6 +148,12 @@ pub struct Delta {
     /// longer readable with `read_output`), whether or not this answer
     /// would have shown them.
     pub dropped_bytes: u64,
+    /// Lines the stream has printed in all (a last line without a newline
+    /// counts).
+    pub lines: u64,
+    /// The stream's last line that is not blank, trimmed (from what is
+    /// retained; empty when there is none).
+    pub last_line: String,
 }
 
 impl Delta {
@@ -168,6 +174,8 @@ pub struct Snapshot {
     pub exit_code: Option<i32>,
     /// Signal name, once ended by one.
     pub signal: Option<&'static str>,
+    /// The signal's number, once ended by one.
+    pub signal_number: Option<i32>,
     /// The watchdog ended it.
     pub timed_out: bool,
     /// Time since it started.
@@ -232,6 +240,10 @@ pub struct KillOutcome {
     pub signals_sent: Vec<&'static str>,
     /// Processes the signals reached (the shell and everything it started).
     pub processes_signalled: usize,
+    /// The command was running when the signals were sent and has ended
+    /// since, however it ended (a program that catches TERM and exits 0
+    /// counts).
+    pub ended_by_kill: bool,
     /// The final snapshot.
     pub snapshot: Snapshot,
 }
@@ -249,6 +261,13 @@ pub struct OutputPage {
     pub head_retained_bytes: u64,
     /// Bytes evicted between head and tail.
     pub evicted_gap_bytes: u64,
+    /// Bytes of the stream held now (head and tail).
+    pub retained_bytes: u64,
+    /// Where the contiguous retained run that reaches the end starts: 0
+    /// while nothing was evicted, else the tail's start.
+    pub retained_start_offset: u64,
+    /// Bytes evicted from stdout and from stderr so far.
+    pub dropped_bytes: (u64, u64),
     /// Whether the command still runs (more may come).
     pub running: bool,
 }
@@ -726,6 +745,7 @@ impl ExecRuntime {
                 permission: Permission::PrivilegedExecutable,
                 evidence: format!("{} is setuid/setgid", p.display()),
                 path: Some(p.display().to_string()),
+                inline: None,
             }));
         }
         if gates.filesystem_escape == GateState::Blocked {
@@ -745,6 +765,7 @@ impl ExecRuntime {
                     permission: Permission::FilesystemEscape,
                     evidence: a.text.clone(),
                     path: Some(a.text),
+                    inline: None,
                 }));
             }
         }
@@ -1079,6 +1100,7 @@ impl ExecRuntime {
                 status: KillStatus::Exited,
                 signals_sent: sent,
                 processes_signalled: 0,
+                ended_by_kill: false,
                 snapshot: snap,
             });
         }
@@ -1114,6 +1136,7 @@ impl ExecRuntime {
             _ => KillStatus::Exited,
         };
         Ok(KillOutcome {
+            ended_by_kill: leader_was_running && status != KillStatus::Terminating,
             status,
             signals_sent: sent,
             processes_signalled: reached,
@@ -1141,6 +1164,13 @@ impl ExecRuntime {
             total_bytes: buf.total(),
             head_retained_bytes: buf.head_len(),
             evicted_gap_bytes: buf.evicted_gap(),
+            retained_bytes: buf.retained() as u64,
+            retained_start_offset: if buf.evicted_gap() > 0 {
+                buf.tail_start()
+            } else {
+                0
+            },
+            dropped_bytes: (s.stdout.evicted_gap(), s.stderr.evicted_gap()),
             running: s.exit.is_none(),
         })
     }
@@ -1370,7 +1400,27 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         head_bytes,
         tail_bytes,
         dropped_bytes: buf.evicted_gap(),
+        lines: buf.lines(),
+        last_line: last_line(buf),
     }
+}
+
+/// The last line of `buf` that is not blank, trimmed, from its last 4 KiB
+/// (and never across the evicted gap).
+fn last_line(buf: &RetainedStream) -> String {
+    const WINDOW: u64 = 4096;
+    let end = buf.total();
+    let mut from = end.saturating_sub(WINDOW);
+    if buf.evicted_gap() > 0 {
+        from = from.max(buf.tail_start());
+    }
+    let bytes = buf.read(from, (end - from) as usize).bytes;
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn utf8_prefix(b: &[u8]) -> String {
@@ -1433,6 +1483,7 @@ fn snapshot(cmd: &Cmd, wait_end: WaitEnd, max_output_bytes: usize) -> Snapshot {
         status,
         exit_code,
         signal,
+        signal_number: st.exit.and_then(|e| e.signal),
         timed_out: st.timed_out,
         elapsed: cmd.started.elapsed(),
         stdout,

@@ -410,6 +410,46 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
     }
 }
 
+/// The request a permission refusal stands for (the reference's shape):
+/// a client may retry once the operator has granted it.
+fn permission_request(permission: &str) -> serde_json::Value {
+    json!({"tool_name": "exec_command", "permission": permission, "status": "required", "retryable": true})
+}
+
+/// The reference's diagnostic for the gates a restart of the server
+/// opens (its codes and field names; our advice).
+fn permission_diagnostic(permission: &str, evidence: &str) -> Option<serde_json::Value> {
+    let (code, fix, flag) = match permission {
+        "network" => (
+            "NETWORK_PERMISSION_REQUIRED",
+            "The operator can allow network access by restarting the server with --allow-network (network only) or --permission-mode trusted.",
+            Some("--permission-mode trusted"),
+        ),
+        "shell_expansion" => (
+            "SHELL_EXPANSION_PERMISSION_REQUIRED",
+            "Write the command without $(...), ${...} or backticks, or have the operator restart the server with --permission-mode trusted.",
+            Some("--permission-mode trusted"),
+        ),
+        "inline_script" => (
+            "INLINE_SCRIPT_PERMISSION_REQUIRED",
+            "Put the code in a file with apply_patch and run the file, or have the operator restart the server with --permission-mode trusted.",
+            Some("--permission-mode trusted"),
+        ),
+        "sensitive_env" => (
+            "SECRET_ENV_REJECTED",
+            "Leave secret-looking and loader variables (tokens, passwords, LD_PRELOAD, ...) out of env.",
+            None,
+        ),
+        _ => return None,
+    };
+    let mut d =
+        json!({"code": code, "severity": "error", "evidence": evidence, "suggested_fix": fix});
+    if let Some(flag) = flag {
+        d["suggested_server_flag"] = json!(flag);
+    }
+    Some(d)
+}
+
 /// Maps an exec-runtime error. Launch and policy failures carry `status: "failed"`.
 pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
     use Category::*;
@@ -423,9 +463,11 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             json!({"command_id": id}),
             "This command_id has expired or never existed; start the command again with exec_command.",
         ),
+        // `runtime`, as the reference: the command's state, not the
+        // arguments, refuses the write.
         ExecError::Ended { id, how } => err(
             "COMMAND_CLOSED",
-            Validation,
+            Runtime,
             false,
             msg,
             json!({"command_id": id, "reason": "ended", "ended": how}),
@@ -433,7 +475,7 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
         ),
         ExecError::Closed(id) => err(
             "COMMAND_CLOSED",
-            Validation,
+            Runtime,
             false,
             msg,
             json!({"command_id": id}),
@@ -460,10 +502,14 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                 "evidence": r.evidence,
                 "permission_mode": config.permission_mode.as_str(),
                 "how_to_grant": grant,
-                "permission_request": {"tool_name": "exec_command", "permission": r.permission.as_str(), "status": "required"},
+                "permission_request": permission_request(r.permission.as_str()),
             });
             if let Some(p) = &r.path {
                 details["path"] = json!(p);
+            }
+            if let Some((interpreter, option)) = &r.inline {
+                details["command"] = json!(interpreter);
+                details["option"] = json!(option);
             }
             let recovery = match r.permission.as_str() {
                 "filesystem_escape" => format!(
@@ -482,14 +528,22 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                     config.permission_mode.as_str()
                 ),
             };
-            err(
+            let mut refusal = err(
                 "PERMISSION_REQUIRED",
                 Permission,
                 false,
-                msg,
+                msg.clone(),
                 details,
                 &recovery,
-            )
+            );
+            refusal.extra.insert(
+                "permission_request".into(),
+                permission_request(r.permission.as_str()),
+            );
+            if let Some(d) = permission_diagnostic(r.permission.as_str(), &msg) {
+                refusal.extra.insert("diagnostics".into(), json!([d]));
+            }
+            refusal
         }
         ExecError::Workdir(fs) => fs_error(fs),
         ExecError::Spawn(why) => err(

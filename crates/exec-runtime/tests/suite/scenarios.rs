@@ -133,6 +133,7 @@ async fn kill_term_ignoring_process_escalates_and_reports_sigkill() {
             .await
             .unwrap();
     assert_eq!(again.status, KillStatus::Exited);
+    assert!(!again.ended_by_kill, "nothing was running: {again:?}");
     assert!(matches!(
         f.rt.kill("nope", Signal::TERM, SEC, SEC, 100).await,
         Err(ExecError::NotFound(_))
@@ -152,6 +153,8 @@ async fn kill_term_respecting_process_is_terminated() {
         (KillStatus::Terminated, Some("SIGTERM"))
     );
     assert_eq!(k.signals_sent, ["SIGTERM"]);
+    assert_eq!(k.snapshot.signal_number, Some(15));
+    assert!(k.ended_by_kill, "{k:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,161 @@ fn status_line(s: &Snapshot) -> String {
     }
 }
 
+/// The exit code as the reference reports it: a signal's end is the
+/// negative signal number (`-15` for SIGTERM), as Python's `returncode`.
+fn exit_code(s: &Snapshot) -> Option<i32> {
+    s.exit_code.or(s.signal_number.map(|n| -n))
+}
+
+/// Python's `repr` of a short string, for the summary's tail.
+fn quoted(t: &str) -> String {
+    let t: String = if t.chars().count() > 120 {
+        t.chars().take(117).chain("...".chars()).collect()
+    } else {
+        t.to_owned()
+    };
+    format!("'{}'", t.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// One line about the run: `exit 0 | 0.1s | 2 lines | tail: 'hi'` (the
+/// reference's fields and order).
+fn summary_of(s: &Snapshot) -> String {
+    let head = match exit_code(s) {
+        Some(c) => format!("exit {c}"),
+        None => s.status.as_str().to_owned(),
+    };
+    let lines = s.stdout.lines + s.stderr.lines;
+    let mut parts = vec![
+        head,
+        format!("{:.1}s", s.elapsed.as_secs_f64()),
+        format!("{lines} lines"),
+    ];
+    let tail = if s.stderr.last_line.is_empty() {
+        &s.stdout.last_line
+    } else {
+        &s.stderr.last_line
+    };
+    if !tail.is_empty() {
+        parts.push(format!("tail: {}", quoted(tail)));
+    }
+    parts.join(" | ")
+}
+
+/// The reference's preview layout (a section per stream that printed),
+/// cut to `limit` bytes: the start, and the end too when there is room
+/// for both around a marker. Returns the text and whether it was cut.
+fn preview_of(out: &str, err: &str, limit: usize) -> (String, bool) {
+    let mut all = String::new();
+    if !out.is_empty() {
+        all.push_str("--- stdout ---\n");
+        all.push_str(out);
+    }
+    if !err.is_empty() {
+        if !all.is_empty() {
+            all.push('\n');
+        }
+        all.push_str("--- stderr ---\n");
+        all.push_str(err);
+    }
+    let limit = limit.max(1);
+    if all.len() <= limit {
+        return (all, false);
+    }
+    let floor = |mut i: usize| {
+        while !all.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let ceil = |mut i: usize| {
+        while !all.is_char_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+    const MARK: &str = "\n[... preview cut here ...]\n";
+    if limit <= MARK.len() + 2 {
+        return (all[..floor(limit)].to_owned(), true);
+    }
+    let room = limit - MARK.len();
+    let head = floor((room / 2).max(1));
+    let tail = ceil(all.len() - (room - room / 2).max(1));
+    (format!("{}{MARK}{}", &all[..head], &all[tail..]), true)
+}
+
+/// A diagnostic entry with the reference's field names.
+fn diagnostic(code: &str, severity: &str, evidence: &str, suggestion: (&str, &str)) -> Value {
+    let mut d = Map::new();
+    d.insert("code".into(), json!(code));
+    d.insert("severity".into(), json!(severity));
+    if !evidence.is_empty() {
+        d.insert("evidence".into(), json!(evidence));
+    }
+    d.insert(suggestion.0.into(), json!(suggestion.1));
+    Value::Object(d)
+}
+
+/// The executable a shell could not find, from its complaint
+/// (`sh: 1: foo: not found`, `bash: line 1: foo: command not found`).
+fn missing_executable(stderr: &str) -> Option<(&str, &str)> {
+    stderr.lines().rev().find_map(|line| {
+        let rest = line
+            .strip_suffix(": command not found")
+            .or_else(|| line.strip_suffix(": not found"))?;
+        let name = rest.rsplit(": ").next()?.trim();
+        (!name.is_empty()).then_some((line.trim(), name))
+    })
+}
+
+/// What the reference's clients read about a run that did not go
+/// cleanly: a timeout, cut output, a missing executable.
+fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    if s.timed_out || s.status == Status::Timeout {
+        out.push(diagnostic(
+            "COMMAND_TIMED_OUT",
+            "error",
+            &format!(
+                "timeout_ms ran out after {} ms; the command was ended with {}",
+                s.elapsed.as_millis(),
+                s.signal.unwrap_or("a signal")
+            ),
+            (
+                "suggested_fix",
+                "Give it a larger timeout_ms, or split the work into shorter commands.",
+            ),
+        ));
+    }
+    if cut {
+        out.push(diagnostic(
+            "OUTPUT_TRUNCATED",
+            "warning",
+            "the new output is larger than max_output_bytes or was evicted from the retained buffer",
+            (
+                "suggested_fix",
+                "Read the rest with the read_output call in next_action, or run again with a larger max_output_bytes.",
+            ),
+        ));
+    }
+    let missing = missing_executable(&s.stderr.text);
+    if exit_code(s) == Some(127) || missing.is_some() {
+        let (evidence, next) = match missing {
+            Some((line, name)) => (line.to_owned(), format!("command -v {name}")),
+            None => (
+                "exit code 127".to_owned(),
+                "command -v <executable>".to_owned(),
+            ),
+        };
+        out.push(diagnostic(
+            "EXECUTABLE_NOT_FOUND",
+            "error",
+            &evidence,
+            ("suggested_next_command", &next),
+        ));
+    }
+    out
+}
+
 /// Renders a snapshot: status line first, then output, then the exact
 /// continuation calls.
 fn render(
@@ -99,14 +254,16 @@ fn render(
     ctx: &RequestContext,
     extra: Map<String, Value>,
 ) -> ToolSuccess {
-    let verbosity = args.str("verbosity").unwrap_or("full");
+    let asked_verbosity = args.str("verbosity");
+    let verbosity = asked_verbosity.unwrap_or("full");
     let preview_bytes = args.usize("preview_bytes").unwrap_or(4096);
     let id = &s.command_id;
+    let streams = [(Stream::Stdout, &s.stdout), (Stream::Stderr, &s.stderr)];
     let mut text = status_line(s);
     let mut st = Map::new();
     st.insert("command_id".into(), json!(id));
     st.insert("status".into(), json!(s.status.as_str()));
-    st.insert("exit_code".into(), json!(s.exit_code));
+    st.insert("exit_code".into(), json!(exit_code(s)));
     st.insert("signal".into(), json!(s.signal));
     st.insert("timed_out".into(), json!(s.timed_out));
     st.insert("tty".into(), json!(s.tty));
@@ -115,31 +272,27 @@ fn render(
         json!(u64::try_from(s.elapsed.as_millis()).unwrap_or(u64::MAX)),
     );
     st.insert("verbosity".into(), json!(verbosity));
+    let out = shown(&s.stdout, &output_ref(id, Stream::Stdout));
+    let err = shown(&s.stderr, &output_ref(id, Stream::Stderr));
+    // Streams whose new output the answer does not carry whole.
+    let mut cut_streams: Vec<Stream> = streams
+        .iter()
+        .filter(|(_, d)| d.truncated())
+        .map(|(stream, _)| *stream)
+        .collect();
+    let cut = !cut_streams.is_empty();
+    let mut preview_cut = false;
     match verbosity {
         "summary" => {}
         "preview" => {
-            let cut = |t: &str| -> String {
-                if t.len() <= preview_bytes {
-                    return t.to_owned();
-                }
-                let mut start = t.len() - preview_bytes;
-                while !t.is_char_boundary(start) {
-                    start += 1;
-                }
-                t[start..].to_owned()
-            };
-            let preview = format!(
-                "--- stdout ---\n{}\n--- stderr ---\n{}",
-                cut(&s.stdout.text),
-                cut(&s.stderr.text)
-            );
+            let (preview, was_cut) = preview_of(&out, &err, preview_bytes);
+            preview_cut = was_cut;
             text.push('\n');
             text.push_str(&preview);
             st.insert("preview".into(), json!(preview));
+            st.insert("preview_truncated".into(), json!(was_cut));
         }
         _ => {
-            let out = shown(&s.stdout, &output_ref(id, Stream::Stdout));
-            let err = shown(&s.stderr, &output_ref(id, Stream::Stderr));
             if !out.is_empty() {
                 text.push('\n');
                 text.push_str(&out);
@@ -179,22 +332,50 @@ fn render(
         }
         st.insert(format!("{name}_dropped_bytes"), json!(d.dropped_bytes));
     }
-    let truncated = s.stdout.truncated()
-        || s.stderr.truncated()
-        || (verbosity != "full" && (s.stdout.new_bytes > 0 || s.stderr.new_bytes > 0));
-    st.insert("truncated".into(), json!(truncated));
-    st.insert(
-        "output_refs".into(),
-        json!({"stdout": output_ref(id, Stream::Stdout), "stderr": output_ref(id, Stream::Stderr)}),
-    );
-    let mut next_actions = Vec::new();
-    for (stream, d) in [(Stream::Stdout, &s.stdout), (Stream::Stderr, &s.stderr)] {
-        let from = if verbosity == "full" {
-            d.elided.map(|(o, _)| o)
-        } else if d.new_bytes > 0 {
-            Some(d.start_offset)
+    st.insert("truncated".into(), json!(cut || preview_cut));
+    let refs =
+        json!({"stdout": output_ref(id, Stream::Stdout), "stderr": output_ref(id, Stream::Stderr)});
+    st.insert("output_refs".into(), refs);
+    // The stream a single reference names: the first cut one, else the one
+    // that printed (stderr only when stdout printed nothing).
+    let main_stream = cut_streams.first().copied().unwrap_or(
+        if s.stdout.new_bytes == 0 && s.stderr.new_bytes > 0 {
+            Stream::Stderr
         } else {
-            None
+            Stream::Stdout
+        },
+    );
+    if cut || asked_verbosity.is_some() {
+        st.insert("output_ref".into(), json!(output_ref(id, main_stream)));
+        st.insert("output_stream".into(), json!(main_stream.as_str()));
+    }
+    if preview_cut && !cut {
+        cut_streams = streams
+            .iter()
+            .filter(|(_, d)| d.new_bytes > 0)
+            .map(|(stream, _)| *stream)
+            .collect();
+    }
+    if cut {
+        st.insert("output_truncated".into(), json!(true));
+    }
+    if cut || preview_cut {
+        st.insert(
+            "truncated_output_streams".into(),
+            json!(cut_streams.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+        );
+    }
+    if asked_verbosity.is_some() {
+        st.insert("summary".into(), json!(summary_of(s)));
+    }
+    let mut next_actions = Vec::new();
+    for (stream, d) in streams {
+        let from = match verbosity {
+            "full" => d.elided.map(|(o, _)| o),
+            // Nothing is shown: every stream that printed can be read.
+            "summary" if d.new_bytes > 0 => Some(d.start_offset),
+            "preview" if preview_cut && d.new_bytes > 0 => Some(d.start_offset),
+            _ => None,
         };
         if let Some(offset) = from {
             let limit = d.elided.map_or(65536, |(_, n)| n.clamp(1, 1 << 20));
@@ -262,6 +443,20 @@ fn render(
         }
     }
     let mut warnings = Vec::new();
+    for (stream, d) in streams {
+        if d.elided.is_some() {
+            warnings.push(json!(format!(
+                "{} truncated from middle by bytes",
+                stream.as_str()
+            )));
+        }
+        if d.omitted_bytes > 0 {
+            warnings.push(json!(format!(
+                "{} cursor skipped dropped bytes",
+                stream.as_str()
+            )));
+        }
+    }
     if !landlock_support().available {
         warnings.push(json!(format!(
             "commands are not confined by Landlock here ({})",
@@ -269,6 +464,10 @@ fn render(
         )));
     }
     st.insert("warnings".into(), Value::Array(warnings));
+    let diagnostics = exec_diagnostics(s, cut);
+    if !diagnostics.is_empty() {
+        st.insert("diagnostics".into(), Value::Array(diagnostics));
+    }
     st.extend(extra);
     ToolSuccess {
         text,
@@ -316,12 +515,32 @@ pub async fn exec_command(
     };
     let wait = wait_of(args, ctx);
     let max = args.usize("max_output_bytes").unwrap_or(65_536);
+    let cmd = req.cmd.clone();
+    let env_keys: Vec<String> = req.env.keys().cloned().collect();
     let snap = server
         .exec
         .exec(req, wait.effective, ctx.cancel.cancelled(), max)
         .await
-        .map_err(|e| exec_error(e, &server.config))?;
+        .map_err(|e| refusal_details(exec_error(e, &server.config), &cmd, env_keys))?;
     Ok(render(&snap, args, Some(&wait), ctx, Map::new()))
+}
+
+/// The reference's `details` of a refusal that depend on the request: the
+/// command line (whitespace collapsed) for the gates that judge all of it,
+/// and the names of the caller's variables for `sensitive_env`.
+fn refusal_details(mut e: ToolError, cmd: &str, env_keys: Vec<String>) -> ToolError {
+    if e.code != "PERMISSION_REQUIRED" {
+        return e;
+    }
+    let permission = e.details["permission"].as_str().unwrap_or_default();
+    match permission {
+        "network" | "shell_expansion" | "destructive_command" => {
+            e.details["command"] = json!(cmd.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+        "sensitive_env" => e.details["env_keys"] = json!(env_keys),
+        _ => {}
+    }
+    e
 }
 
 pub async fn write_stdin(
@@ -380,7 +599,19 @@ pub async fn kill_command(
         "processes_signalled".into(),
         json!(outcome.processes_signalled),
     );
-    extra.insert("killed".into(), json!(outcome.status == KillStatus::Killed));
+    // The reference's names: the last signal sent (the escalation's KILL
+    // when there was one; null when the command had ended and nothing was
+    // sent), whether the command ended after it, and whether it left the
+    // running set (false only while it is still terminating).
+    extra.insert(
+        "signal_sent".into(),
+        json!(outcome.signals_sent.last().copied()),
+    );
+    extra.insert("killed".into(), json!(outcome.ended_by_kill));
+    extra.insert(
+        "evicted".into(),
+        json!(outcome.status != KillStatus::Terminating),
+    );
     let mut r = render(&outcome.snapshot, args, None, ctx, extra);
     let head = match outcome.status {
         KillStatus::Terminating => format!(
@@ -466,7 +697,8 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
         );
     }
     let mut st = Map::new();
-    st.insert("output_ref".into(), json!(stream_ref));
+    st.insert("output_ref".into(), json!(raw));
+    st.insert("stream_output_ref".into(), json!(stream_ref));
     st.insert("stream".into(), json!(stream.as_str()));
     st.insert("requested_offset".into(), json!(offset));
     st.insert("offset".into(), json!(page.slice.offset));
@@ -481,7 +713,35 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
     );
     st.insert("evicted_gap_bytes".into(), json!(page.evicted_gap_bytes));
     st.insert("total_bytes".into(), json!(page.total_bytes));
+    st.insert("total_stream_bytes".into(), json!(page.total_bytes));
+    st.insert("total_retained_bytes".into(), json!(page.retained_bytes));
+    st.insert(
+        "retained_start_offset".into(),
+        json!(page.retained_start_offset),
+    );
+    st.insert("stdout_dropped_bytes".into(), json!(page.dropped_bytes.0));
+    st.insert("stderr_dropped_bytes".into(), json!(page.dropped_bytes.1));
+    st.insert(
+        "stream_dropped_bytes".into(),
+        json!(match stream {
+            Stream::Stdout => page.dropped_bytes.0,
+            Stream::Stderr => page.dropped_bytes.1,
+        }),
+    );
+    st.insert("truncated".into(), json!(next.is_some()));
     st.insert("running".into(), json!(page.running));
+    let mut warnings = Vec::new();
+    if page.slice.omitted > 0 {
+        warnings.push(format!("{} offset skipped dropped bytes", stream.as_str()));
+    }
+    if page.evicted_gap_bytes > 0 {
+        warnings.push(format!(
+            "{} bytes of {} between its first and its last bytes were evicted; send large output to a file (cmd > out.log 2>&1) to keep all of it",
+            page.evicted_gap_bytes,
+            stream.as_str()
+        ));
+    }
+    st.insert("warnings".into(), json!(warnings));
     if let Some(n) = next {
         let action = json!({"tool": "read_output", "arguments": {"output_ref": stream_ref, "offset": n, "limit": limit}});
         text.push_str(&format!(
@@ -661,5 +921,55 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         text,
         structured: st.as_object().cloned().unwrap_or_default(),
         extra_content: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_tail_is_quoted_and_bounded() {
+        assert_eq!(quoted("hi"), "'hi'");
+        assert_eq!(quoted("it's"), "'it\\'s'");
+        let long = "x".repeat(121);
+        assert_eq!(quoted(&long), format!("'{}...'", "x".repeat(117)));
+        assert_eq!(quoted(&"y".repeat(120)), format!("'{}'", "y".repeat(120)));
+    }
+
+    #[test]
+    fn preview_keeps_the_start_and_the_end_when_both_fit() {
+        assert_eq!(
+            preview_of("hi\n", "e\n", 4096),
+            ("--- stdout ---\nhi\n\n--- stderr ---\ne\n".into(), false)
+        );
+        assert_eq!(preview_of("", "e\n", 4096).0, "--- stderr ---\ne\n");
+        let out: String = (1..=50).map(|i| format!("{i}\n")).collect();
+        assert_eq!(
+            preview_of(&out, "", 20),
+            ("--- stdout ---\n1\n2\n3".into(), true)
+        );
+        let (p, cut) = preview_of(&out, "", 60);
+        assert!(cut && p.len() <= 60, "{p}");
+        assert!(
+            p.starts_with("--- stdout ---\n1\n") && p.ends_with("49\n50\n"),
+            "{p}"
+        );
+        // Never inside a character.
+        let (p, _) = preview_of(&"é".repeat(100), "", 41);
+        assert!(p.len() <= 41, "{p}");
+    }
+
+    #[test]
+    fn the_missing_executable_is_read_from_the_shell() {
+        assert_eq!(
+            missing_executable("/bin/sh: 1: foo: not found\n"),
+            Some(("/bin/sh: 1: foo: not found", "foo"))
+        );
+        assert_eq!(
+            missing_executable("bash: line 1: bar: command not found"),
+            Some(("bash: line 1: bar: command not found", "bar"))
+        );
+        assert_eq!(missing_executable("all good\n"), None);
     }
 }

@@ -24,6 +24,11 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
     let mode = server.config.permission_mode;
     if mode != PermissionMode::Dangerous {
         let grant = how_to_grant(permission);
+        // The reference's top-level answer: nothing was granted.
+        let mut extra = Map::new();
+        extra.insert("status".into(), json!("unsupported"));
+        extra.insert("grant_id".into(), Value::Null);
+        extra.insert("expires_at".into(), Value::Null);
         return Err(ToolError {
             code: "ELICITATION_UNSUPPORTED",
             message: format!(
@@ -39,14 +44,18 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
                 "permission_mode": mode.as_str(),
                 "elicitation": "unsupported",
                 "how_to_grant": grant,
+                "requested": args,
             }),
             recovery: format!(
                 "Ask the operator to {grant}, or choose an approach that does not need {permission}."
             ),
-            extra: Map::new(),
+            extra,
         });
     }
     let mut s = Map::new();
+    s.insert("status".into(), json!("granted"));
+    s.insert("grant_id".into(), json!("dangerously-skip-all-permissions"));
+    s.insert("expires_at".into(), Value::Null);
     s.insert("granted".into(), json!(true));
     s.insert("policy".into(), json!("auto_grant"));
     s.insert("permission_mode".into(), json!("dangerous"));

@@ -448,6 +448,8 @@ fn one_poll_suffices_and_an_ended_command_says_how_it_ended() {
     ));
     let e = &sc(&r)["error"];
     assert_eq!(e["code"], "COMMAND_CLOSED", "{r}");
+    // The reference's category: the command's state refuses the write.
+    assert_eq!(e["category"], "runtime", "{r}");
     assert_eq!(e["details"]["ended"], "exited with code 0", "{r}");
     assert!(
         e["message"]
@@ -484,4 +486,424 @@ fn reference_output_counters_and_retry_hints() {
     let e = &sc(&r)["error"];
     assert_eq!(e["code"], "COMMAND_NOT_FOUND");
     assert_eq!(e["details"]["retry_hint"], e["recovery"], "{e}");
+}
+
+// Issue 15, second pass: the reference's names on the exec tools' wire.
+
+/// A refusal carries the reference's top-level `permission_request` (with
+/// `retryable`), its `details.command` / `details.option`, and a
+/// `diagnostics` entry for the gates a restart opens.
+#[test]
+fn permission_refusals_carry_the_reference_request_and_diagnostics() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let cases = [
+        (
+            json!({"cmd": "curl   http://example.com"}),
+            "network",
+            Some("NETWORK_PERMISSION_REQUIRED"),
+        ),
+        (
+            json!({"cmd": "python3 -c \"print(1)\""}),
+            "inline_script",
+            Some("INLINE_SCRIPT_PERMISSION_REQUIRED"),
+        ),
+        (
+            json!({"cmd": "echo $(whoami)"}),
+            "shell_expansion",
+            Some("SHELL_EXPANSION_PERMISSION_REQUIRED"),
+        ),
+        (
+            json!({"cmd": "ls", "env": {"LD_PRELOAD": "/x.so", "A": "b"}}),
+            "sensitive_env",
+            Some("SECRET_ENV_REJECTED"),
+        ),
+        (json!({"cmd": "cat /etc/shadow"}), "filesystem_escape", None),
+    ];
+    for (i, (args, permission, code)) in cases.into_iter().enumerate() {
+        let v = sc(&s.request(&call(i as i64, "exec_command", args.clone())));
+        assert_eq!(v["status"], "failed", "{v}");
+        assert_eq!(v["error"]["code"], "PERMISSION_REQUIRED", "{v}");
+        assert_eq!(
+            v["permission_request"],
+            json!({"tool_name": "exec_command", "permission": permission, "status": "required", "retryable": true}),
+            "{args}: {v}"
+        );
+        match code {
+            Some(code) => {
+                let d = &v["diagnostics"][0];
+                assert_eq!(
+                    (d["code"].as_str(), d["severity"].as_str()),
+                    (Some(code), Some("error")),
+                    "{v}"
+                );
+                assert!(d["evidence"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+                assert!(
+                    d["suggested_fix"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{v}"
+                );
+                let flag = (permission != "sensitive_env").then_some("--permission-mode trusted");
+                assert_eq!(d["suggested_server_flag"].as_str(), flag, "{v}");
+            }
+            None => assert!(v.get("diagnostics").is_none(), "{v}"),
+        }
+        let details = &v["error"]["details"];
+        match permission {
+            "network" => assert_eq!(details["command"], "curl http://example.com", "{v}"),
+            "shell_expansion" => assert_eq!(details["command"], "echo $(whoami)", "{v}"),
+            "inline_script" => assert_eq!(
+                (details["command"].clone(), details["option"].clone()),
+                (json!("python3"), json!("-c")),
+                "{v}"
+            ),
+            "sensitive_env" => assert_eq!(details["env_keys"], json!(["A", "LD_PRELOAD"]), "{v}"),
+            _ => assert_eq!(details["path"], "/etc/shadow", "{v}"),
+        }
+    }
+}
+
+/// kill_command answers with the reference's `signal_sent`, `killed`,
+/// `evicted`, and the negative signal number as `exit_code`.
+#[test]
+fn kill_reports_the_reference_fields() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for (i, (signal, name, code, status)) in [
+        (None, "SIGTERM", -15, "terminated"),
+        (Some("INT"), "SIGINT", -2, "terminated"),
+        (Some("KILL"), "SIGKILL", -9, "killed"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let i = i as i64 * 2;
+        let v = sc(&s.request(&call(
+            i,
+            "exec_command",
+            json!({"cmd": "sleep 30", "yield_time_ms": 200}),
+        )));
+        let id = v["command_id"].clone();
+        let mut args = json!({"command_id": id});
+        if let Some(sig) = signal {
+            args["signal"] = json!(sig);
+        }
+        let v = sc(&s.request(&call(i + 1, "kill_command", args)));
+        assert_eq!(
+            (
+                v["status"].clone(),
+                v["signal_sent"].clone(),
+                v["killed"].clone(),
+                v["evicted"].clone(),
+                v["exit_code"].clone(),
+                v["signal"].clone(),
+            ),
+            (
+                json!(status),
+                json!(name),
+                json!(true),
+                json!(true),
+                json!(code),
+                json!(name)
+            ),
+            "{v}"
+        );
+        assert_eq!(v["signals_sent"], json!([name]), "{v}");
+    }
+    // A command that had ended: nothing is sent, nothing is killed.
+    let v = sc(&s.request(&call(10, "exec_command", json!({"cmd": "echo x"}))));
+    let v = sc(&s.request(&call(
+        11,
+        "kill_command",
+        json!({"command_id": v["command_id"]}),
+    )));
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["signal_sent"].clone(),
+            v["killed"].clone(),
+            v["evicted"].clone(),
+            v["exit_code"].clone()
+        ),
+        (
+            json!("exited"),
+            json!(null),
+            json!(false),
+            json!(true),
+            json!(0)
+        ),
+        "{v}"
+    );
+}
+
+/// A timeout reports the negative signal number and `COMMAND_TIMED_OUT`; a
+/// missing executable `EXECUTABLE_NOT_FOUND`; a clean run no diagnostics.
+#[test]
+fn timeouts_and_missing_executables_are_diagnosed() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "sleep 5", "timeout_ms": 300}),
+    )));
+    assert_eq!(
+        (
+            v["status"].clone(),
+            v["exit_code"].clone(),
+            v["signal"].clone()
+        ),
+        (json!("timeout"), json!(-15), json!("SIGTERM")),
+        "{v}"
+    );
+    let d = &v["diagnostics"][0];
+    assert_eq!(
+        (d["code"].clone(), d["severity"].clone()),
+        (json!("COMMAND_TIMED_OUT"), json!("error")),
+        "{v}"
+    );
+    assert!(d["suggested_fix"].is_string(), "{v}");
+    let v = sc(&s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "nonexistent_cmd_xyz"}),
+    )));
+    assert_eq!(v["exit_code"], 127, "{v}");
+    let d = &v["diagnostics"][0];
+    assert_eq!(
+        (
+            d["code"].clone(),
+            d["severity"].clone(),
+            d["suggested_next_command"].clone()
+        ),
+        (
+            json!("EXECUTABLE_NOT_FOUND"),
+            json!("error"),
+            json!("command -v nonexistent_cmd_xyz")
+        ),
+        "{v}"
+    );
+    assert!(
+        d["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("nonexistent_cmd_xyz"),
+        "{v}"
+    );
+    let v = sc(&s.request(&call(3, "exec_command", json!({"cmd": "echo ok"}))));
+    assert!(v.get("diagnostics").is_none(), "{v}");
+}
+
+/// Cut output names its stream and reference as the reference does, with
+/// its warning words and `OUTPUT_TRUNCATED`; the inline text stays head and
+/// tail (issue 14).
+#[test]
+fn truncated_output_names_its_stream() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "seq 1 300", "max_output_bytes": 100}),
+    )));
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    assert_eq!(v["output_ref"], format!("command:{id}:stdout"), "{v}");
+    assert_eq!(v["output_stream"], "stdout", "{v}");
+    assert_eq!(v["output_truncated"], true, "{v}");
+    assert_eq!(v["truncated"], true, "{v}");
+    assert_eq!(v["truncated_output_streams"], json!(["stdout"]), "{v}");
+    assert_eq!(
+        v["warnings"],
+        json!(["stdout truncated from middle by bytes"]),
+        "{v}"
+    );
+    let d = &v["diagnostics"][0];
+    assert_eq!(
+        (d["code"].clone(), d["severity"].clone()),
+        (json!("OUTPUT_TRUNCATED"), json!("warning")),
+        "{v}"
+    );
+    let out = v["stdout"].as_str().unwrap();
+    assert!(
+        out.starts_with("1\n2\n") && out.ends_with("299\n300\n"),
+        "{v}"
+    );
+    // Uncut output has none of these.
+    let v = sc(&s.request(&call(2, "exec_command", json!({"cmd": "echo hi"}))));
+    for name in [
+        "output_ref",
+        "output_stream",
+        "output_truncated",
+        "truncated_output_streams",
+        "summary",
+    ] {
+        assert!(v.get(name).is_none(), "{name}: {v}");
+    }
+    // Output evicted before a poll could return it: the cursor skipped it.
+    let v = sc(&s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "head -c 200000 /dev/zero | tr '\\0' a; sleep 2; head -c 2000000 /dev/zero | tr '\\0' b", "yield_time_ms": 1000}),
+    )));
+    assert_eq!(v["status"], "running", "{v}");
+    let v = sc(&s.request(&call(
+        4,
+        "write_stdin",
+        json!({"command_id": v["command_id"], "yield_time_ms": 20000}),
+    )));
+    assert_eq!(v["status"], "exited", "{v}");
+    assert!(v["stdout_omitted_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(
+        v["warnings"],
+        json!([
+            "stdout truncated from middle by bytes",
+            "stdout cursor skipped dropped bytes"
+        ]),
+        "{v}"
+    );
+}
+
+/// An explicit verbosity adds `summary`, `output_ref` and `output_stream`;
+/// summary is not truncation; a preview shows the head and says it was cut.
+#[test]
+fn verbosity_reports_summary_and_preview_head() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "exec_command",
+        json!({"cmd": "echo hi", "verbosity": "full"}),
+    )));
+    let id = v["command_id"].as_str().unwrap().to_owned();
+    let summary = v["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("exit 0 | ") && summary.ends_with(" | 1 lines | tail: 'hi'"),
+        "{v}"
+    );
+    assert_eq!(v["output_ref"], format!("command:{id}:stdout"), "{v}");
+    assert_eq!(v["output_stream"], "stdout", "{v}");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    let v = sc(&s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "echo hi", "verbosity": "summary"}),
+    )));
+    assert_eq!(v["truncated"], false, "{v}");
+    assert!(
+        v["summary"].as_str().unwrap().starts_with("exit 0 | "),
+        "{v}"
+    );
+    assert_eq!(v["output_stream"], "stdout", "{v}");
+    assert!(v.get("stdout").is_none(), "{v}");
+    let v = sc(&s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "seq 1 50", "verbosity": "preview", "preview_bytes": 20}),
+    )));
+    assert_eq!(v["preview"], "--- stdout ---\n1\n2\n3", "{v}");
+    assert_eq!(v["preview_truncated"], true, "{v}");
+    assert_eq!(v["truncated"], true, "{v}");
+    assert_eq!(v["truncated_output_streams"], json!(["stdout"]), "{v}");
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with(" | 50 lines | tail: '50'"),
+        "{v}"
+    );
+    assert_eq!(v["next_action"]["tool"], "read_output", "{v}");
+    let v = sc(&s.request(&call(
+        4,
+        "exec_command",
+        json!({"cmd": "echo hi; echo e >&2", "verbosity": "preview"}),
+    )));
+    assert_eq!(
+        v["preview"], "--- stdout ---\nhi\n\n--- stderr ---\ne\n",
+        "{v}"
+    );
+    assert_eq!(
+        (v["preview_truncated"].clone(), v["truncated"].clone()),
+        (json!(false), json!(false)),
+        "{v}"
+    );
+    assert!(v.get("next_action").is_none(), "{v}");
+}
+
+/// read_output reports the reference's retention fields, and echoes an
+/// offset past the end (serving nothing) instead of clamping it.
+#[test]
+fn read_output_reports_the_reference_retention_fields() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let v = sc(&s.request(&call(1, "exec_command", json!({"cmd": "seq 1 200000"}))));
+    let oref = format!("command:{}:stdout", v["command_id"].as_str().unwrap());
+    let p = sc(&s.request(&call(
+        2,
+        "read_output",
+        json!({"output_ref": oref, "offset": 300000, "limit": 50}),
+    )));
+    assert_eq!(p["stream_output_ref"], oref, "{p}");
+    assert_eq!(p["total_stream_bytes"], 1_288_895, "{p}");
+    let gap = p["evicted_gap_bytes"].as_u64().unwrap();
+    assert!(gap > 0, "{p}");
+    let start = p["retained_start_offset"].as_u64().unwrap();
+    assert_eq!(p["offset"], start, "clamped forward to the tail: {p}");
+    assert_eq!(
+        p["total_retained_bytes"].as_u64().unwrap(),
+        p["head_retained_bytes"].as_u64().unwrap() + (1_288_895 - start),
+        "{p}"
+    );
+    assert_eq!(
+        (
+            p["stdout_dropped_bytes"].clone(),
+            p["stderr_dropped_bytes"].clone(),
+            p["stream_dropped_bytes"].clone()
+        ),
+        (json!(gap), json!(0), json!(gap)),
+        "{p}"
+    );
+    assert_eq!(p["truncated"], true, "{p}");
+    assert_eq!(
+        p["warnings"][0], "stdout offset skipped dropped bytes",
+        "{p}"
+    );
+    let v = sc(&s.request(&call(3, "exec_command", json!({"cmd": "echo 123456789"}))));
+    let oref = format!("command:{}:stdout", v["command_id"].as_str().unwrap());
+    let p = sc(&s.request(&call(
+        4,
+        "read_output",
+        json!({"output_ref": oref, "offset": 100}),
+    )));
+    assert_eq!(
+        (
+            p["offset"].clone(),
+            p["requested_offset"].clone(),
+            p["content"].clone(),
+            p["next_offset"].clone(),
+            p["truncated"].clone(),
+            p["retained_start_offset"].clone(),
+            p["total_retained_bytes"].clone(),
+            p["warnings"].clone()
+        ),
+        (
+            json!(100),
+            json!(100),
+            json!(""),
+            json!(null),
+            json!(false),
+            json!(0),
+            json!(10),
+            json!([])
+        ),
+        "{p}"
+    );
+    // An unknown command stays not_found, as the contract's example says.
+    let e = sc(&s.request(&call(
+        5,
+        "read_output",
+        json!({"output_ref": "command:nope123:stdout"}),
+    )));
+    assert_eq!(
+        (e["error"]["code"].clone(), e["error"]["category"].clone()),
+        (json!("COMMAND_NOT_FOUND"), json!("not_found"))
+    );
 }

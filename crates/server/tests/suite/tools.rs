@@ -178,8 +178,34 @@ fn request_permissions_per_mode() {
             assert_eq!(e["code"], "ELICITATION_UNSUPPORTED");
             assert_eq!(e["category"], "permission");
             assert_eq!(e["details"]["permission_mode"], mode);
+            // The reference's names: nothing granted, and what was asked.
+            let v = &r["structuredContent"];
+            assert_eq!(
+                (
+                    v["status"].clone(),
+                    v["grant_id"].clone(),
+                    v["expires_at"].clone()
+                ),
+                (json!("unsupported"), Value::Null, Value::Null),
+                "{r}"
+            );
+            assert_eq!(e["details"]["requested"], args, "{r}");
         } else {
-            assert_eq!(r["structuredContent"]["policy"], "auto_grant");
+            let v = &r["structuredContent"];
+            assert_eq!(v["policy"], "auto_grant");
+            assert_eq!(
+                (
+                    v["status"].clone(),
+                    v["grant_id"].clone(),
+                    v["expires_at"].clone()
+                ),
+                (
+                    json!("granted"),
+                    json!("dangerously-skip-all-permissions"),
+                    Value::Null
+                ),
+                "{r}"
+            );
         }
     }
 }
