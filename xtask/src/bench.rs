@@ -279,19 +279,36 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     if let Some(o) = other.as_mut() {
         o.call("exec_command", json!({"cmd": "true"}))?;
     }
-    let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    // The default tier (namespace where the host allows it) and the
+    // Landlock tier alone, against the same bare spawn.
+    let tier = client.call("check_exec_environment", json!({}))?.1["sandbox"]["tier"]
+        .as_str()
+        .unwrap_or("?")
+        .to_owned();
+    let mut landlock = Client::start_with(binary, ws.path(), &["--sandbox", "landlock"])?;
+    landlock.call("exec_command", json!({"cmd": "true"}))?;
+    let (mut a, mut r, mut b, mut l) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs * 2 {
         a.push(client.call("exec_command", json!({"cmd": "true"}))?.0);
         r.push(timed_command(&mut Command::new("/bin/true"))?.0);
+        l.push(landlock.call("exec_command", json!({"cmd": "true"}))?.0);
         if let Some(o) = other.as_mut() {
             b.push(o.call("exec_command", json!({"cmd": "true"}))?.0);
         }
     }
-    let name = "exec_command `true` round trip";
-    row(name, median(&mut a), "spawn /bin/true", median(&mut r));
+    let name = format!("exec_command `true` round trip ({tier} tier, the default)");
+    let bare = median(&mut r);
+    row(&name, median(&mut a), "spawn /bin/true", bare);
+    row(
+        "exec_command `true` round trip (landlock tier)",
+        median(&mut l),
+        "spawn /bin/true",
+        bare,
+    );
     if !b.is_empty() {
-        peer_row(name, median(&mut a), median(&mut b));
+        peer_row(&name, median(&mut a), median(&mut b));
     }
+    drop(landlock);
     drop(other);
     let pid = client.peer.child.id();
     let rss = |field: &str| -> Result<u64> {
@@ -568,10 +585,15 @@ struct Client {
 
 impl Client {
     fn start(binary: &Path, ws: &Path) -> Result<Self> {
+        Self::start_with(binary, ws, &[])
+    }
+
+    fn start_with(binary: &Path, ws: &Path, extra: &[&str]) -> Result<Self> {
         let peer = Peer::spawn(
             Command::new(binary)
                 .args(["--stdio", "--workspace"])
-                .arg(ws),
+                .arg(ws)
+                .args(extra),
         )?;
         Ok(Self { peer, id: 0 })
     }
