@@ -148,8 +148,9 @@ pub fn fs_error(e: FsError) -> ToolError {
             json!({"reason": "inconsistent_arguments", "problem": m}),
             "Fix the arguments and call again.",
         ),
+        // The reference's code for a file that is no image it shows.
         FsError::NotAnImage { path, reason } => err(
-            "INVALID_ARGUMENT",
+            "BINARY_FILE",
             Validation,
             false,
             msg,
