@@ -578,9 +578,10 @@ pub fn git_error(e: GitError) -> ToolError {
             json!({"reason": "git_link_outside_workspace", "target": target}),
             "The workspace's .git points outside it; the git tools will not follow it.",
         ),
+        // The reference's category: git's own refusal, not an argument check.
         GitError::UnknownRevision { rev, message } => err(
             "GIT_ERROR",
-            Validation,
+            Runtime,
             false,
             msg,
             json!({"reason": "unknown_revision", "rev": rev, "cause": message}),
