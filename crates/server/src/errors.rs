@@ -370,7 +370,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
                 Validation,
                 true,
                 msg,
-                json!({"path": path, "hunk_index": index, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
+                json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
                 &hint,
             )
         }
@@ -383,7 +383,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             Validation,
             true,
             msg,
-            json!({"path": path, "hunk_index": index, "patch_line": patch_line, "anchor": anchor}),
+            json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "anchor": anchor}),
             "The @@ anchor line does not occur (after the previous hunk); copy it exactly from the file, or drop it.",
         ),
         PlanError::Ambiguous {
