@@ -93,9 +93,11 @@ pub fn run(_args: &[String]) -> Result<()> {
     }
 
     step(&mut n, "bounded read, then its continuation");
-    let first = s.ok("read_file", json!({"path": "calc.py", "max_lines": 2}))?;
-    let cont = first["continuation"].clone();
-    if first["content"] != "def add(a, b):\n    return a - b\n" || cont["tool"] != "read_file" {
+    // A byte budget bounds the read (a `max_lines` range served whole has
+    // no continuation).
+    let first = s.ok("read_file", json!({"path": "calc.py", "max_bytes": 40}))?;
+    let cont = first["next_action"].clone();
+    if first["content"] != "def add(a, b):\n    return a - b\n\n\n" || cont["tool"] != "read_file" {
         bail!("bounded read: {first}");
     }
     let rest = s.follow(&cont)?;

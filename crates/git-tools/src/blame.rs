@@ -33,7 +33,8 @@ pub struct BlameOutcome {
     pub lines: Vec<BlameLine>,
     /// Lines in the file.
     pub total_lines: u32,
-    /// More lines follow the returned range.
+    /// Lines of the range asked for (to `end`, or to the end of the file)
+    /// follow the returned ones.
     pub has_more: bool,
 }
 
@@ -132,8 +133,10 @@ impl GitRepo {
             }
         }
         lines.sort_by_key(|l| l.line);
+        // More only within the range asked for: an explicit `end_line`
+        // served whole has none, though the file goes on.
         Ok(BlameOutcome {
-            has_more: last < total,
+            has_more: last < end.unwrap_or(total).min(total),
             lines,
             total_lines: total,
         })

@@ -275,7 +275,26 @@ fn blame_matches_git_blame() {
     assert_eq!(ours, theirs);
     assert_eq!(b.lines[5].content, "fn line_20() { changed(); }");
     assert_eq!(b.total_lines, 40);
-    assert!(b.has_more);
+    // The range asked for came back whole: nothing more of it to page.
+    assert!(!b.has_more);
+    // A max_lines shorter than the range pages within it, and without
+    // end_line the range runs to the end of the file.
+    assert!(
+        repo.blame("src/lib.rs", "HEAD", 15, Some(25), 5)
+            .unwrap()
+            .has_more
+    );
+    assert!(
+        repo.blame("src/lib.rs", "HEAD", 15, None, 5)
+            .unwrap()
+            .has_more
+    );
+    assert!(
+        !repo
+            .blame("src/lib.rs", "HEAD", 36, None, 5)
+            .unwrap()
+            .has_more
+    );
 }
 
 #[test]

@@ -13,7 +13,9 @@ pub fn server_card(server: &Server) -> Value {
     let names =
         |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
     let auth = match (server.config.auth_token.is_some(), server.config.oauth_mode) {
-        (false, false) => json!({ "type": "none", "required": false }),
+        (false, false) => {
+            json!({ "type": "none", "scheme": null, "header": null, "required": false })
+        }
         (bearer, oauth) => json!({
             "type": if oauth { "oauth2" } else { "bearer" },
             "scheme": "Bearer",
@@ -35,7 +37,7 @@ pub fn server_card(server: &Server) -> Value {
         "description": "Workspace-confined coding tools: read, list, search, patch, run commands, git, images.",
         "supportedProtocolVersions": all_versions_newest_first(),
         "server": { "name": SERVER_NAME, "title": SERVER_TITLE, "version": SERVER_VERSION },
-        "transport": { "type": "streamable-http", "endpoint": "/mcp", "methods": ["POST", "OPTIONS"] },
+        "transport": { "type": "streamable_http", "endpoint": "/mcp", "methods": ["POST", "OPTIONS"] },
         "capabilities": { "tools": { "listChanged": false } },
         "auth": auth,
         "tools": {

@@ -734,6 +734,8 @@ impl Param {
             Kind::StrMap => {
                 s.insert("type".into(), json!("object"));
                 s.insert("additionalProperties".into(), json!({"type": "string"}));
+                // As the reference advertises `env`: no entries by default.
+                s.insert("default".into(), json!({}));
             }
             Kind::Object => {
                 s.insert("type".into(), json!("object"));

@@ -73,7 +73,8 @@ pub struct ToolSuccess {
     pub text: String,
     /// The complete machine-readable result (`ok: true` is added).
     pub structured: Map<String, Value>,
-    /// Extra content blocks after the text (an image, for `view_image`).
+    /// Content blocks before the text (the image of `view_image`, which
+    /// the reference sends first).
     pub extra_content: Vec<Value>,
 }
 
@@ -120,8 +121,8 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
             (text, structured, Vec::new(), true)
         }
     };
-    let mut content = vec![text_block(cap_text(text))];
-    content.extend(extra);
+    let mut content = extra;
+    content.push(text_block(cap_text(text)));
     let structured = Value::Object(structured);
     if opts.text_json {
         let dump = serde_json::to_string(&structured).unwrap_or_default();

@@ -148,8 +148,9 @@ pub fn fs_error(e: FsError) -> ToolError {
             json!({"reason": "inconsistent_arguments", "problem": m}),
             "Fix the arguments and call again.",
         ),
+        // The reference's code for a file that is no image it shows.
         FsError::NotAnImage { path, reason } => err(
-            "INVALID_ARGUMENT",
+            "BINARY_FILE",
             Validation,
             false,
             msg,
@@ -369,7 +370,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
                 Validation,
                 true,
                 msg,
-                json!({"path": path, "hunk_index": index, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
+                json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
                 &hint,
             )
         }
@@ -382,7 +383,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             Validation,
             true,
             msg,
-            json!({"path": path, "hunk_index": index, "patch_line": patch_line, "anchor": anchor}),
+            json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "anchor": anchor}),
             "The @@ anchor line does not occur (after the previous hunk); copy it exactly from the file, or drop it.",
         ),
         PlanError::Ambiguous {
@@ -631,9 +632,10 @@ pub fn git_error(e: GitError) -> ToolError {
             json!({"reason": "git_link_outside_workspace", "target": target}),
             "The workspace's .git points outside it; the git tools will not follow it.",
         ),
+        // The reference's category: git's own refusal, not an argument check.
         GitError::UnknownRevision { rev, message } => err(
             "GIT_ERROR",
-            Validation,
+            Runtime,
             false,
             msg,
             json!({"reason": "unknown_revision", "rev": rev, "cause": message}),

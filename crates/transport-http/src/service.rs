@@ -191,19 +191,12 @@ async fn handle<D: Dispatcher>(
     let unusable_length = req.headers().contains_key(MARKER);
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
-    } else if path.starts_with("/.well-known/oauth-protected-resource")
-        && state.config.auth_required()
-        && state.config.oauth.is_none()
-    {
-        // Bearer-only: the resource is protected, but by a static token.
-        let base = base_url(&state.config, req.headers());
-        let meta = json!({"resource": format!("{base}/mcp"), "authorization_servers": [], "bearer_methods_supported": ["header"], "resource_name": "coding-tools-mcp"});
-        respond(StatusCode::OK, Some(&meta))
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
         oauth(&state, req).await
     } else if path == "/mcp" {
         if let Err(why) = authorized(&state.config, req.headers()) {
-            unauthorized(&base_url(&state.config, req.headers()), why)
+            let oauth = state.config.oauth.is_some();
+            unauthorized(&base_url(&state.config, req.headers()), oauth, why)
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
         } else {
@@ -272,12 +265,18 @@ fn authorized(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Option<&'s
     }
 }
 
-fn unauthorized(base: &str, why: Option<&'static str>) -> Resp {
+/// `401` with a `Bearer` challenge; RFC 9728's `resource_metadata` names
+/// the protected-resource document only when OAuth serves one (a static
+/// token has no authorization server to discover).
+fn unauthorized(base: &str, oauth: bool, why: Option<&'static str>) -> Resp {
     let err = refusal("Unauthorized", "unauthorized");
     let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
-    let mut challenge = format!(
-        "Bearer realm=\"coding-tools-mcp\", resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
-    );
+    let mut challenge = "Bearer realm=\"coding-tools-mcp\"".to_owned();
+    if oauth {
+        challenge.push_str(&format!(
+            ", resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
+        ));
+    }
     if let Some(why) = why {
         challenge.push_str(&format!(
             ", error=\"invalid_token\", error_description=\"{why}\""

@@ -33,6 +33,8 @@ pub struct ImageOutcome {
     pub media_type: &'static str,
     /// The encoded image.
     pub data: Vec<u8>,
+    /// MIME type of the file on disk.
+    pub original_media_type: &'static str,
     /// Size of the file on disk.
     pub original_bytes: u64,
     /// Dimensions of the file.
@@ -109,6 +111,7 @@ pub fn view_image(
     if fits {
         return Ok(ImageOutcome {
             media_type,
+            original_media_type: media_type,
             original_bytes: size,
             data: bytes,
             original_width: w,
@@ -160,6 +163,7 @@ pub fn view_image(
         if data.len() <= req.max_bytes {
             return Ok(ImageOutcome {
                 media_type: out_mime,
+                original_media_type: media_type,
                 data,
                 original_bytes: size,
                 original_width: w,

@@ -294,9 +294,10 @@ fn sort_entries(entries: &mut [Entry], key: SortKey) {
         SortKey::Type => {
             entries.sort_by(|a, b| a.kind.cmp(&b.kind).then_with(|| a.path.cmp(&b.path)))
         }
+        // Oldest first, as the reference sorts.
         SortKey::Modified => entries.sort_by(|a, b| {
-            b.modified
-                .cmp(&a.modified)
+            a.modified
+                .cmp(&b.modified)
                 .then_with(|| a.path.cmp(&b.path))
         }),
     }
@@ -407,8 +408,8 @@ pub struct FilesRequest {
 /// Lists the regular files below a directory (symlinks are not followed nor
 /// listed, like `rg --files`) with the parallel walker; the full set is
 /// sorted before the cap, so the answer is deterministic. Sizes and times are
-/// read only for `SortKey::Modified` (`size_bytes` and `modified` are `None`
-/// otherwise).
+/// read during the walk for `SortKey::Modified`, and otherwise only for the
+/// files returned.
 pub fn list_files(
     ws: &Workspace,
     path: &WorkspacePath,
@@ -485,8 +486,15 @@ fn list_files_walk(
     }
     let truncated = entries.len() > req.max_results;
     entries.truncate(req.max_results);
+    // Sizes and times of the files returned only (in path order, so one
+    // directory handle serves a directory's files): the walk itself stays
+    // free of stats.
+    let mut stats = Stats::default();
     for e in &mut entries {
         e.is_hidden = e.path.split('/').any(|c| c.starts_with('.'));
+        if !want_meta {
+            (e.size_bytes, e.modified) = stats.of(ws, Path::new(&e.path));
+        }
     }
     Ok(Listing {
         entries,

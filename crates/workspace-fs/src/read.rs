@@ -58,7 +58,8 @@ pub struct ReadOutcome {
     pub truncated_by: Option<TruncatedBy>,
     /// The first line alone exceeded `max_bytes` and was cut.
     pub first_line_exceeds_limit: bool,
-    /// Where to continue, when lines remain after the returned ones.
+    /// Where to continue, when a budget cut the range short and lines of it
+    /// remain.
     pub next_start_line: Option<u64>,
     /// Things worth knowing (cut line, start past the end).
     pub warnings: Vec<String>,
@@ -123,10 +124,12 @@ pub fn read_file(
     let mut warnings = Vec::new();
     loop {
         if range_last.is_some_and(|last| end_line >= last) {
+            // The range asked for is served whole; only a `max_lines`
+            // shorter than an explicit `end_line` leaves part of it out.
             if req
                 .max_lines
                 .is_some_and(|n| end_line - req.start_line + 1 >= n)
-                && req.end_line.is_none_or(|e| e > end_line)
+                && req.end_line.is_some_and(|e| e > end_line)
             {
                 truncated_by = Some(TruncatedBy::MaxLines);
             }
@@ -190,7 +193,10 @@ pub fn read_file(
             req.start_line
         ));
     }
-    let next_start_line = (end_line < total_lines).then_some(end_line + 1);
+    // A continuation only when a budget cut the range short and lines of
+    // it remain: a range served whole has none, though the file goes on.
+    let range_end = total_lines.min(req.end_line.unwrap_or(u64::MAX));
+    let next_start_line = (truncated_by.is_some() && end_line < range_end).then_some(end_line + 1);
     Ok(ReadOutcome {
         content,
         start_line: req.start_line,
@@ -377,13 +383,29 @@ mod tests {
     #[test]
     fn ranges_and_continuations() {
         let (_t, ws, p) = setup(&lines(30));
+        // `max_lines` alone is the range start..start+max_lines-1: served
+        // whole, it is not truncated and has no continuation.
         let r = read_file(&ws, &p, &req(3, None, Some(4), 1024)).unwrap();
         assert_eq!(r.content, "line 3\nline 4\nline 5\nline 6\n");
         assert_eq!(
             (r.end_line, r.total_lines, r.next_start_line),
-            (6, 30, Some(7))
+            (6, 30, None)
         );
-        assert_eq!(r.truncated_by, Some(TruncatedBy::MaxLines));
+        assert_eq!(r.truncated_by, None);
+        // A `max_lines` shorter than an explicit `end_line` pages within it.
+        let r = read_file(&ws, &p, &req(3, Some(20), Some(4), 1024)).unwrap();
+        assert_eq!(
+            (r.end_line, r.next_start_line, r.truncated_by),
+            (6, Some(7), Some(TruncatedBy::MaxLines))
+        );
+        // ... up to the end of that range, not of the file.
+        let r = read_file(&ws, &p, &req(3, Some(4), None, 8)).unwrap();
+        assert_eq!(
+            (r.end_line, r.next_start_line, r.truncated_by),
+            (3, Some(4), Some(TruncatedBy::MaxBytes))
+        );
+        let r = read_file(&ws, &p, &req(3, Some(3), None, 8)).unwrap();
+        assert_eq!((r.end_line, r.next_start_line), (3, None));
         let r = read_file(&ws, &p, &req(28, Some(40), None, 1024)).unwrap();
         assert_eq!(r.content, "line 28\nline 29\nline 30\n");
         assert_eq!(
@@ -393,7 +415,7 @@ mod tests {
         let r = read_file(&ws, &p, &req(10, Some(11), None, 1024)).unwrap();
         assert_eq!(
             (r.end_line, r.next_start_line, r.truncated_by),
-            (11, Some(12), None)
+            (11, None, None)
         );
         // Byte budget: stops at a line boundary.
         let r = read_file(&ws, &p, &req(1, None, None, 20)).unwrap();

@@ -917,9 +917,16 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         g.shell_expansion.as_str(),
         g.inline_script.as_str()
     );
+    // The reference's flat fields first; ours add detail beside them.
+    let mut structured = super::server_info::exec_environment(server);
+    structured.insert(
+        "warnings".into(),
+        json!(super::server_info::exec_warnings(server)),
+    );
+    structured.extend(st.as_object().cloned().unwrap_or_default());
     ToolSuccess {
         text,
-        structured: st.as_object().cloned().unwrap_or_default(),
+        structured,
         extra_content: Vec::new(),
     }
 }

@@ -54,17 +54,36 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
         max_lines: args.u64("max_lines"),
         max_bytes: args.usize("max_bytes").unwrap_or(128 * 1024),
     };
+    // A continuation stays inside the range asked for: to `end_line`, or
+    // `max_lines` from the start; `max_lines` beside an `end_line` is the
+    // page size, and stays too.
+    let range_end = req.end_line.or_else(|| {
+        req.max_lines
+            .map(|n| req.start_line.saturating_add(n.saturating_sub(1)))
+    });
+    let page = req.max_lines.filter(|_| req.end_line.is_some());
     let max_bytes = req.max_bytes;
     let r = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::read_file(ws, p, &req)
     })
     .await?;
     let lines_returned = (r.end_line + 1).saturating_sub(r.start_line);
-    let continuation = r
-        .next_start_line
-        .map(|n| json!({"tool": "read_file", "arguments": {"path": path, "start_line": n}}));
+    let truncated = r.truncated_by.is_some();
+    let next_action = r.next_start_line.map(|n| {
+        let mut a = Map::new();
+        a.insert("path".into(), json!(path));
+        a.insert("start_line".into(), json!(n));
+        if let Some(e) = range_end {
+            a.insert("end_line".into(), json!(e));
+        }
+        if let Some(n) = page {
+            a.insert("max_lines".into(), json!(n));
+        }
+        a.insert("max_bytes".into(), json!(max_bytes));
+        json!({"tool": "read_file", "arguments": a})
+    });
     let mut text = r.content.clone();
-    if let Some(n) = r.next_start_line {
+    if let Some(next) = &next_action {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -72,9 +91,13 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
             Some(t) => format!(" (stopped by {})", t.as_str()),
             None => String::new(),
         };
+        let call = next["arguments"]
+            .as_object()
+            .map(|a| call_text("read_file", a))
+            .unwrap_or_default();
         text.push_str(&format!(
-            "[lines {}-{} of {}{why}; continue with read_file(path={:?}, start_line={n})]",
-            r.start_line, r.end_line, r.total_lines, path
+            "[lines {}-{} of {}{why}; continue with {call}]",
+            r.start_line, r.end_line, r.total_lines
         ));
     } else if r.content.is_empty() {
         text = format!(
@@ -85,26 +108,60 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
     for w in &r.warnings {
         text.push_str(&format!("\n[warning: {w}]"));
     }
+    // The reference's words; our sentences are in the text.
+    let mut warnings = Vec::new();
+    if truncated {
+        warnings.push("content truncated");
+    }
+    if r.first_line_exceeds_limit {
+        warnings.push("first selected line exceeds max_bytes");
+    }
+    // Past the end, the reference reports the file's last line as `end_line`.
+    let end_line = if lines_returned == 0 && r.start_line > r.total_lines {
+        r.total_lines
+    } else {
+        r.end_line
+    };
     let mut s = obj(json!({
         "path": path,
         "encoding": "utf-8",
         "start_line": r.start_line,
-        "end_line": r.end_line,
+        "end_line": end_line,
         "lines_returned": lines_returned,
-        "bytes_returned": r.content.len(),
+        "bytes_read": r.content.len(),
+        "output_lines": output_lines(&r.content, truncated, lines_returned),
+        "output_bytes": r.content.len(),
         "total_lines": r.total_lines,
         "total_bytes": r.total_bytes,
         "max_bytes": max_bytes,
-        "truncated": r.truncated_by.is_some(),
+        "truncated": truncated,
         "truncated_by": r.truncated_by.map(truncated_by),
         "first_line_exceeds_limit": r.first_line_exceeds_limit,
         "has_more": r.next_start_line.is_some(),
         "next_start_line": r.next_start_line,
-        "continuation": continuation,
-        "warnings": r.warnings,
+        "warnings": warnings,
     }));
+    if let Some(next) = next_action {
+        s.insert("next_action".into(), next);
+    }
     s.insert("content".into(), Value::String(r.content));
     Ok(success(text, s))
+}
+
+/// The reference's `output_lines`: the pieces of the content split at
+/// `\n` (so a final newline counts one more), or the lines kept when cut.
+fn output_lines(content: &str, truncated: bool, lines_returned: u64) -> u64 {
+    if truncated {
+        lines_returned
+    } else {
+        content.split('\n').count() as u64
+    }
+}
+
+/// Renders a call as the model would write it: `tool(key=json, ...)`.
+fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
+    let args: Vec<String> = arguments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{tool}({})", args.join(", "))
 }
 
 /// The reference's words for the limit that cut a read: `lines` or `bytes`.
@@ -123,20 +180,17 @@ fn sort_key(s: Option<&str>) -> SortKey {
     }
 }
 
-fn entry_json(e: &Entry, listed_ignored: bool) -> Value {
-    let mut v = json!({
+fn entry_json(e: &Entry) -> Value {
+    json!({
         "name": e.name,
         "path": e.path,
         "type": e.kind.as_str(),
         "size_bytes": e.size_bytes,
         "modified": e.modified.map(rfc3339),
         "is_hidden": e.is_hidden,
+        "is_ignored": e.is_ignored,
         "depth": e.depth,
-    });
-    if listed_ignored {
-        v["is_ignored"] = json!(e.is_ignored);
-    }
-    v
+    })
 }
 
 pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
@@ -149,7 +203,7 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         include_ignored: args.bool("include_ignored"),
         sort: sort_key(args.str("sort")),
     };
-    let (max, ignored) = (req.max_entries, req.include_ignored);
+    let max = req.max_entries;
     let l = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::list_dir(ws, p, &req)
     })
@@ -175,7 +229,7 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
             "[truncated: showing the first {max} entries; raise max_entries (up to 10000) or list a subdirectory]\n"
         ));
     }
-    let entries: Vec<Value> = l.entries.iter().map(|e| entry_json(e, ignored)).collect();
+    let entries: Vec<Value> = l.entries.iter().map(entry_json).collect();
     let mut warnings = l.warnings;
     if l.truncated {
         warnings.insert(0, "entry limit reached".to_owned());
@@ -220,19 +274,16 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
             "[truncated: showing the first {max} files; raise max_results (up to 50000), narrow patterns, or list a subdirectory]\n"
         ));
     }
-    let by_time = args.str("sort") == Some("modified");
     let files: Vec<Value> = l
         .entries
         .iter()
         .map(|e| {
-            let mut f = Map::new();
-            f.insert("path".into(), Value::String(e.path.clone()));
-            f.insert("type".into(), Value::String(e.kind.as_str().into()));
-            if by_time {
-                f.insert("size_bytes".into(), json!(e.size_bytes));
-                f.insert("modified".into(), json!(e.modified.map(rfc3339)));
-            }
-            Value::Object(f)
+            json!({
+                "path": e.path,
+                "type": e.kind.as_str(),
+                "size_bytes": e.size_bytes,
+                "modified": e.modified.map(rfc3339),
+            })
         })
         .collect();
     let mut warnings = l.warnings;
@@ -360,16 +411,20 @@ pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
             o.media_type, o.width, o.height, o.original_bytes
         )
     };
+    // The reference's names; `original` describes the file on disk.
     let s = obj(json!({
         "path": path,
-        "media_type": o.media_type,
-        "byte_count": o.data.len(),
-        "original_bytes": o.original_bytes,
+        "mime_type": o.media_type,
+        "bytes": o.data.len(),
         "width": o.width,
         "height": o.height,
-        "original_width": o.original_width,
-        "original_height": o.original_height,
         "resized": o.resized,
+        "original": {
+            "bytes": o.original_bytes,
+            "width": o.original_width,
+            "height": o.original_height,
+            "mime_type": o.original_media_type,
+        },
         "warnings": o.warnings,
     }));
     Ok(ToolSuccess {
@@ -379,14 +434,16 @@ pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
     })
 }
 
-/// RFC 3339 UTC with microseconds, from the Unix epoch.
+/// RFC 3339 UTC with microseconds, from the Unix epoch; whole seconds
+/// have no fraction, as the reference (Python's `isoformat`) writes them.
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let (year, month, day, h, m, s) = civil(i64::try_from(d.as_secs()).unwrap_or(0));
-    format!(
-        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{:06}Z",
-        d.subsec_micros()
-    )
+    let fraction = match d.subsec_micros() {
+        0 => String::new(),
+        us => format!(".{us:06}"),
+    };
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}{fraction}Z")
 }
 
 /// Year, month, day, hour, minute, second of a Unix time (civil-from-days).
@@ -412,10 +469,10 @@ mod tests {
 
     #[test]
     fn rfc3339_dates() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         let t = UNIX_EPOCH + Duration::new(1_709_251_199, 500_000);
         assert_eq!(rfc3339(t), "2024-02-29T23:59:59.000500Z");
         let t = UNIX_EPOCH + Duration::from_secs(4_102_444_800);
-        assert_eq!(rfc3339(t), "2100-01-01T00:00:00.000000Z");
+        assert_eq!(rfc3339(t), "2100-01-01T00:00:00Z");
     }
 }

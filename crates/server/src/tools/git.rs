@@ -4,9 +4,11 @@ use crate::server::Server;
 use ctm_git_tools::{DiffOptions, DiffOutcome, GitError, GitRepo};
 use serde_json::{Map, Value, json};
 
+use ctm_workspace_fs::{FsError, Kind};
+
 use crate::args::Args;
-use crate::envelope::{ToolError, ToolSuccess};
-use crate::errors::{git_error, git_stuck, join_error};
+use crate::envelope::{Category, ToolError, ToolSuccess};
+use crate::errors::{fs_error, git_error, git_stuck, join_error};
 
 /// The least time a git operation gets before the call gives up on it (and
 /// at least twice the deployment wait budget).
@@ -56,6 +58,40 @@ async fn with_repo<T: Send + 'static>(
     result.map_err(git_error)
 }
 
+/// What `path` is in the working tree; `None` when nothing is there.
+async fn worktree_kind(server: &Server, path: &str) -> Result<Option<Kind>, ToolError> {
+    let ws = server.workspace.clone();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let p = ws.resolve(&path)?;
+        match ws.open_beneath(&p) {
+            Ok((_, kind)) => Ok(Some(kind)),
+            Err(FsError::NotFound(_) | FsError::NotADirectory(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    .map_err(|e| join_error(&e))?
+    .map_err(fs_error)
+}
+
+/// `NOT_FOUND` for a `path` that selected nothing because nothing is there,
+/// in the working tree or in the history searched (the reference refuses
+/// any path missing from the working tree; a deleted file's history is
+/// still served here).
+async fn refuse_missing(
+    server: &Server,
+    path: Option<&str>,
+    found_nothing: bool,
+) -> Result<(), ToolError> {
+    match path {
+        Some(p) if found_nothing && worktree_kind(server, p).await?.is_none() => {
+            Err(fs_error(FsError::NotFound(p.to_owned())))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn obj(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
@@ -81,7 +117,9 @@ pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, Too
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let untracked = args.bool("include_untracked");
     let max = args.usize("max_entries").unwrap_or(1000);
-    let s = with_repo(server, move |r| r.status(path.as_deref(), untracked, max)).await?;
+    let filter = path.clone();
+    let s = with_repo(server, move |r| r.status(filter.as_deref(), untracked, max)).await?;
+    refuse_missing(server, path.as_deref(), s.entries.is_empty()).await?;
     let xy = |e: &ctm_git_tools::StatusEntry| {
         format!("{}{}", porcelain(e.staged), porcelain(e.unstaged))
     };
@@ -147,16 +185,23 @@ fn paths_of(args: &Args) -> Vec<String> {
     paths
 }
 
-/// The reference's word for a change (`modified`, `added`, `deleted`), and
-/// ours for what it has none for.
+/// The reference's word for a change: `added`, `deleted`, or `modified`
+/// for everything else (a rename too).
 fn status_word(c: char) -> &'static str {
     match c {
         'A' => "added",
         'D' => "deleted",
+        _ => "modified",
+    }
+}
+
+/// Our finer word for a change, kept beside the reference's `status`.
+fn change_word(c: char) -> &'static str {
+    match c {
         'R' => "renamed",
         'C' => "copied",
         'T' => "type_changed",
-        _ => "modified",
+        _ => status_word(c),
     }
 }
 
@@ -164,7 +209,7 @@ fn diff_files(d: &DiffOutcome, stage: Option<&str>) -> Vec<Value> {
     d.files
         .iter()
         .map(|f| {
-            let mut v = json!({"path": f.path, "status": status_word(f.status), "binary": f.binary, "old_path": f.old_path, "lines_added": f.added, "lines_removed": f.removed, "included": f.included});
+            let mut v = json!({"path": f.path, "status": status_word(f.status), "change": change_word(f.status), "binary": f.binary, "old_path": f.old_path, "lines_added": f.added, "lines_removed": f.removed, "included": f.included});
             if let Some(stage) = stage {
                 v["stage"] = json!(stage);
             }
@@ -184,7 +229,14 @@ fn truncation(st: &mut Map<String, Value>, text: &str, truncated: bool, warning:
             Value::Null
         },
     );
-    st.insert("output_lines".into(), json!(text.lines().count()));
+    // The reference counts the pieces between newlines (a final newline
+    // adds an empty one) unless the text was cut.
+    let lines = if truncated {
+        text.lines().count()
+    } else {
+        text.split('\n').count()
+    };
+    st.insert("output_lines".into(), json!(lines));
     st.insert("output_bytes".into(), json!(text.len()));
     st.insert(
         "warnings".into(),
@@ -337,6 +389,7 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
     let max = args.usize("max_count").unwrap_or(20);
     let (rev2, path2) = (rev.clone(), path.clone());
     let log = with_repo(server, move |r| r.log(&rev2, path2.as_deref(), skip, max)).await?;
+    refuse_missing(server, path.as_deref(), log.commits.is_empty() && skip == 0).await?;
     let mut text: String = log
         .commits
         .iter()
@@ -357,11 +410,10 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
     }));
     if log.has_more {
         let next = skip + log.commits.len();
-        // Every argument that selects the commits carries over.
+        // Every argument that selects the commits carries over, the
+        // default path (".") too, as the reference sends it.
         let mut a = Map::new();
-        if let Some(p) = &given_path {
-            a.insert("path".into(), json!(p));
-        }
+        a.insert("path".into(), json!(given_path.as_deref().unwrap_or(".")));
         a.insert("ref".into(), json!(rev));
         a.insert("max_count".into(), json!(max));
         a.insert("skip".into(), json!(next));
@@ -521,7 +573,15 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
         .map(|e| u32::try_from(e).unwrap_or(u32::MAX));
     let max = u32::try_from(args.u64("max_lines").unwrap_or(200)).unwrap_or(1000);
     let (p2, r2) = (path.clone(), rev.clone());
-    let b = with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await?;
+    let b = match with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await {
+        Ok(b) => b,
+        Err(e) if e.code == "NOT_FOUND" => return Err(blame_missing(server, &path, &rev, e).await),
+        Err(e) => return Err(e),
+    };
+    // The last line of the range asked for, as the reference reports it.
+    let range_end = end
+        .unwrap_or(u32::MAX)
+        .min(start.saturating_add(max.max(1) - 1));
     let mut text: String = b
         .lines
         .iter()
@@ -541,7 +601,7 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
         "path": path,
         "rev": given_rev,
         "start_line": start,
-        "end_line": b.lines.last().map_or(start.saturating_sub(1), |l| l.line),
+        "end_line": range_end,
         "max_lines": max,
         "total_lines": b.total_lines,
         "truncated": b.has_more,
@@ -572,6 +632,27 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
         .collect();
     st.insert("lines".into(), Value::Array(lines));
     Ok(ok(text.trim_end().to_owned(), st))
+}
+
+/// A blame of a path `rev` does not have, judged as the reference judges
+/// it: nothing in the working tree is `NOT_FOUND`, a directory
+/// `IS_DIRECTORY`, and a file git has no such revision of (untracked, or
+/// added later) is git's own failure, `GIT_ERROR`.
+async fn blame_missing(server: &Server, path: &str, rev: &str, not_found: ToolError) -> ToolError {
+    match worktree_kind(server, path).await {
+        Ok(None) => fs_error(FsError::NotFound(path.to_owned())),
+        Ok(Some(Kind::Directory)) => fs_error(FsError::IsDirectory(path.to_owned())),
+        Ok(Some(_)) => ToolError {
+            code: "GIT_ERROR",
+            message: format!("git blame: {path} is not in {rev}"),
+            category: Category::Runtime,
+            retryable: false,
+            details: json!({"reason": "path_not_in_revision", "path": path, "rev": rev}),
+            recovery: "Only committed files have a blame; commit it first, or name a revision that has it (git_log(path=...) lists them).".into(),
+            extra: Map::new(),
+        },
+        Err(_) => not_found,
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
 use serde_json::{Map, Value, json};
 
+use ctm_exec_runtime::landlock_support;
+
 use crate::catalog::TOOLS;
 use crate::cli::TraceLevel;
 use crate::envelope::ToolSuccess;
@@ -33,6 +35,67 @@ pub fn annotation_override(server: &Server) -> Value {
         "rewritten_tools": rewritten,
         "note": "tools/list advertises every tool as read-only; mutation and execution still happen. The annotations reported here are the real ones.",
     })
+}
+
+/// How commands may write outside the workspace and the runtime
+/// directory, in the reference's words: Landlock or the path gate refuses
+/// it (`blocked`), or nothing does (`allowed`, dangerous mode).
+fn global_tmp_write(server: &Server) -> &'static str {
+    let g = server.gates();
+    if (g.landlock && landlock_support().available)
+        || g.filesystem_escape == ctm_exec_runtime::GateState::Blocked
+    {
+        "blocked"
+    } else {
+        "allowed"
+    }
+}
+
+/// The reference's top-level report of where commands run, shared by
+/// `server_info` and `check_exec_environment`.
+pub fn exec_environment(server: &Server) -> Map<String, Value> {
+    let cfg = &server.config;
+    let dirs = server.runtime_dirs.as_ref().ok();
+    let ll = landlock_support();
+    let enabled = server.gates().landlock && ll.available;
+    let mut s = Map::new();
+    s.insert("workspace".into(), json!(server.workspace.root()));
+    s.insert(
+        "permission_mode".into(),
+        json!(cfg.permission_mode.as_str()),
+    );
+    s.insert(
+        "network_allowed".into(),
+        json!(server.gates().network == ctm_exec_runtime::GateState::Allowed),
+    );
+    s.insert("runtime_dir".into(), json!(dirs.map(|d| d.root())));
+    s.insert("home".into(), json!(dirs.map(|d| d.home())));
+    s.insert("tmpdir".into(), json!(dirs.map(|d| d.tmp())));
+    s.insert("cache_dir".into(), json!(dirs.map(|d| d.cache())));
+    s.insert("landlock_enabled".into(), json!(enabled));
+    s.insert("landlock_abi".into(), json!(ll.available.then_some(ll.abi)));
+    s.insert("global_tmp_write".into(), json!(global_tmp_write(server)));
+    s
+}
+
+/// Notes on what this deployment leaves unguarded, for
+/// `check_exec_environment`.
+pub fn exec_warnings(server: &Server) -> Vec<String> {
+    let cfg = &server.config;
+    let mut w = Vec::new();
+    if !landlock_support().available {
+        w.push("Landlock is not available on this kernel: commands are checked by policy only, not confined by the kernel.".to_owned());
+    }
+    if !server.gates().landlock {
+        w.push(format!(
+            "Permission mode {} turns off the safety gates and Landlock for commands.",
+            cfg.permission_mode.as_str()
+        ));
+    }
+    if cfg.fake_readonly_annotations {
+        w.push("tools/list shows every tool as read-only; apply_patch and exec_command still change files and run commands.".to_owned());
+    }
+    w
 }
 
 pub fn run(server: &Server) -> ToolSuccess {
@@ -66,7 +129,20 @@ pub fn run(server: &Server) -> ToolSuccess {
         })
         .collect();
     let r = &server.limits.retention;
-    let mut s = Map::new();
+    let mut s = exec_environment(server);
+    // check_exec_environment's flat names; server_info has the object.
+    for k in ["landlock_enabled", "landlock_abi", "global_tmp_write"] {
+        s.remove(k);
+    }
+    let ll = landlock_support();
+    s.insert(
+        "landlock".into(),
+        json!({
+            "available": ll.available,
+            "abi_version": ll.available.then_some(ll.abi),
+            "enabled": gates.landlock && ll.available,
+        }),
+    );
     s.insert("server".into(), json!(SERVER_NAME));
     s.insert("title".into(), json!(SERVER_TITLE));
     s.insert("version".into(), json!(SERVER_VERSION));
@@ -139,6 +215,7 @@ pub fn run(server: &Server) -> ToolSuccess {
             "privileged_executable": gates.privileged_executable.as_str(),
             "secret_env_filter": if gates.secret_env_filter { "enabled" } else { "disabled" },
             "landlock": if gates.landlock { "requested" } else { "off" },
+            "global_tmp_write": global_tmp_write(server),
         }),
     );
     s.insert(
@@ -151,7 +228,10 @@ pub fn run(server: &Server) -> ToolSuccess {
     s.insert(
         "project_context".into(),
         json!({
-            "root_instruction_files": files,
+            // The reference's list of paths; what was read of each is
+            // `root_instruction_file_details`.
+            "root_instruction_files": ctx.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+            "root_instruction_file_details": files,
             "nested_instruction_files": ctx.nested,
             "nested_index_truncated": ctx.nested_truncated,
             "warnings": ctx.warnings,

@@ -64,21 +64,53 @@ fn read_file_ranges_bounds_and_continuations() {
         (json!(50), json!(50), json!(false))
     );
     assert_eq!(text.lines().count(), 50);
+    // A range (max_lines from start_line) served whole is not truncated
+    // and has no continuation, in its fields or its text (issue 19).
     let (r, text) = ok(
         &mut s,
         "read_file",
         json!({"path": "src/fifty.txt", "start_line": 10.0, "max_lines": 3}),
     );
     assert_eq!(r["content"], "line 10\nline 11\nline 12\n");
-    // The reference's words: "lines" or "bytes".
+    assert_eq!(
+        (
+            r["truncated"].clone(),
+            r["truncated_by"].clone(),
+            r["next_start_line"].clone(),
+            r["has_more"].clone()
+        ),
+        (json!(false), Value::Null, Value::Null, json!(false))
+    );
+    assert!(r.get("next_action").is_none(), "{r}");
+    assert_eq!(text, "line 10\nline 11\nline 12\n");
+    // The same with end_line.
+    let (r, text) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "src/fifty.txt", "start_line": 2, "end_line": 3}),
+    );
+    assert_eq!(
+        (r["end_line"].clone(), r["next_start_line"].clone()),
+        (json!(3), Value::Null)
+    );
+    assert!(r.get("next_action").is_none() && !text.contains("continue"));
+    // max_lines shorter than an explicit end_line pages within it; the
+    // continuation keeps the range, the page size and max_bytes. The
+    // reference's words: "lines" or "bytes".
+    let (r, text) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "src/fifty.txt", "start_line": 10, "end_line": 20, "max_lines": 3}),
+    );
+    assert_eq!(r["content"], "line 10\nline 11\nline 12\n");
     assert_eq!(r["truncated_by"], "lines");
     assert_eq!(r["next_start_line"], 13);
     assert_eq!(
-        r["continuation"],
-        json!({"tool": "read_file", "arguments": {"path": "src/fifty.txt", "start_line": 13}})
+        r["next_action"],
+        json!({"tool": "read_file", "arguments": {"path": "src/fifty.txt", "start_line": 13, "end_line": 20, "max_lines": 3, "max_bytes": 131072}})
     );
     assert!(
-        text.ends_with("continue with read_file(path=\"src/fifty.txt\", start_line=13)]"),
+        text.ends_with("continue with read_file(path=\"src/fifty.txt\", start_line=13, end_line=20, max_lines=3, max_bytes=131072)]"),
         "{text}"
     );
     let (r, _) = ok(
@@ -90,15 +122,16 @@ fn read_file_ranges_bounds_and_continuations() {
         (r["content"].clone(), r["has_more"].clone()),
         (json!("line 49\nline 50\n"), json!(false))
     );
-    // The continuation repeats the path exactly as given.
+    // The continuation repeats the path exactly as given, and stays in the
+    // range a byte budget cut.
     let (r, _) = ok(
         &mut s,
         "read_file",
-        json!({"path": "./src/../src/fifty.txt", "end_line": 2}),
+        json!({"path": "./src/../src/fifty.txt", "end_line": 5, "max_bytes": 10}),
     );
     assert_eq!(
-        r["continuation"]["arguments"]["path"],
-        "./src/../src/fifty.txt"
+        r["next_action"]["arguments"],
+        json!({"path": "./src/../src/fifty.txt", "start_line": 2, "end_line": 5, "max_bytes": 10})
     );
     let (r, _) = ok(
         &mut s,
@@ -564,7 +597,7 @@ fn view_image_arguments() {
         ),
         (json!(100), json!(25), json!(true))
     );
-    assert!(sc["byte_count"].as_u64().unwrap() <= 1024);
+    assert!(sc["bytes"].as_u64().unwrap() <= 1024);
     assert_eq!(
         fail(
             &mut s,
@@ -573,10 +606,19 @@ fn view_image_arguments() {
         )["code"],
         "OUTPUT_TOO_LARGE"
     );
+    // The reference's code for a file that is no image.
     let e = fail(&mut s, "view_image", json!({"path": "src/main.rs"}));
     assert_eq!(
-        (e["code"].clone(), e["details"]["reason"].clone()),
-        (json!("INVALID_ARGUMENT"), json!("not_an_image"))
+        (
+            e["code"].clone(),
+            e["category"].clone(),
+            e["details"]["reason"].clone()
+        ),
+        (
+            json!("BINARY_FILE"),
+            json!("validation"),
+            json!("not_an_image")
+        )
     );
     assert_eq!(
         fail(&mut s, "view_image", json!({"path": "img"}))["code"],
@@ -589,5 +631,177 @@ fn view_image_arguments() {
             json!({"path": "img/small.png", "max_bytes": 1023})
         )["code"],
         "INVALID_ARGUMENT"
+    );
+}
+
+/// read_file carries the reference's names (0.3.0, compared side by side):
+/// `bytes_read`, `output_lines` (pieces between newlines), `output_bytes`,
+/// a structured `next_action` with `max_bytes`, its warning words, and the
+/// file's last line as `end_line` past the end.
+#[test]
+fn read_file_carries_the_references_names() {
+    let ws = workspace();
+    write(ws.path(), "a.txt", "first line\nsecond\nthird\nfourth\n");
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let (r, _) = ok(&mut s, "read_file", json!({"path": "a.txt"}));
+    assert_eq!(
+        (
+            r["bytes_read"].clone(),
+            r["output_lines"].clone(),
+            r["output_bytes"].clone(),
+            r["warnings"].clone()
+        ),
+        (json!(31), json!(5), json!(31), json!([]))
+    );
+    assert!(r.get("next_action").is_none() && r.get("continuation").is_none());
+    let (r, text) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "a.txt", "max_bytes": 5}),
+    );
+    assert_eq!(
+        (
+            r["content"].clone(),
+            r["bytes_read"].clone(),
+            r["output_lines"].clone(),
+            r["output_bytes"].clone(),
+            r["truncated"].clone(),
+            r["first_line_exceeds_limit"].clone(),
+        ),
+        (
+            json!("first"),
+            json!(5),
+            json!(1),
+            json!(5),
+            json!(true),
+            json!(true)
+        )
+    );
+    assert_eq!(
+        r["warnings"],
+        json!(["content truncated", "first selected line exceeds max_bytes"])
+    );
+    assert_eq!(
+        r["next_action"],
+        json!({"tool": "read_file", "arguments": {"path": "a.txt", "start_line": 2, "max_bytes": 5}})
+    );
+    assert!(
+        text.contains("continue with read_file(path=\"a.txt\", start_line=2, max_bytes=5)"),
+        "{text}"
+    );
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "a.txt", "max_bytes": 15}),
+    );
+    assert_eq!(
+        (r["output_lines"].clone(), r["warnings"].clone()),
+        (json!(1), json!(["content truncated"]))
+    );
+    let (r, _) = ok(
+        &mut s,
+        "read_file",
+        json!({"path": "a.txt", "start_line": 99}),
+    );
+    assert_eq!(
+        (
+            r["end_line"].clone(),
+            r["content"].clone(),
+            r["output_lines"].clone(),
+            r["warnings"].clone()
+        ),
+        (json!(4), json!(""), json!(1), json!([]))
+    );
+}
+
+/// list_dir entries carry `is_ignored` always, list_files entries
+/// `size_bytes` and `modified`, and `sort: "modified"` is oldest first, as
+/// in the reference.
+#[test]
+fn list_entries_carry_the_references_fields_and_order() {
+    let ws = workspace();
+    let r = ws.path();
+    write(r, "new.txt", "new\n");
+    write(r, "old.txt", "old\n");
+    write(r, "mid.txt", "middle\n");
+    let stamp = |rel: &str, secs: u64| {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        std::fs::File::options()
+            .write(true)
+            .open(r.join(rel))
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    };
+    stamp("old.txt", 1_577_836_800); // 2020-01-01
+    stamp("mid.txt", 1_609_459_200); // 2021-01-01
+    stamp("new.txt", 1_640_995_200); // 2022-01-01
+    let mut s = StdioServer::start(r, &[]);
+    let (v, _) = ok(&mut s, "list_dir", json!({"sort": "modified"}));
+    let names: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .filter(|p| p.ends_with(".txt"))
+        .collect();
+    assert_eq!(names, ["old.txt", "mid.txt", "new.txt"]);
+    for e in v["entries"].as_array().unwrap() {
+        assert_eq!(e["is_ignored"], false, "{e}");
+    }
+    // Whole seconds have no fraction, as the reference writes them.
+    assert_eq!(v["entries"][0]["modified"], "2020-01-01T00:00:00Z");
+    let (v, _) = ok(
+        &mut s,
+        "list_files",
+        json!({"glob": "*.txt", "sort": "modified"}),
+    );
+    assert_eq!(
+        paths(&v, "files"),
+        ["old.txt", "mid.txt", "new.txt"].map(String::from)
+    );
+    let (v, _) = ok(&mut s, "list_files", json!({"glob": "*.txt"}));
+    assert_eq!(
+        v["files"][0],
+        json!({"path": "mid.txt", "type": "file", "size_bytes": 7, "modified": "2021-01-01T00:00:00Z"})
+    );
+}
+
+/// view_image: the reference's names (`mime_type`, `bytes`, `original`)
+/// and content order (the image, then the text).
+#[test]
+fn view_image_carries_the_references_names() {
+    let ws = workspace();
+    write(ws.path(), "img.png", png(4, 3));
+    let size = std::fs::metadata(ws.path().join("img.png")).unwrap().len();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(1, "view_image", json!({"path": "img.png"})));
+    let types: Vec<&str> = r["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["image", "text"]);
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(
+        (
+            sc["mime_type"].clone(),
+            sc["bytes"].clone(),
+            sc["width"].clone(),
+            sc["height"].clone(),
+            sc["resized"].clone(),
+        ),
+        (
+            json!("image/png"),
+            json!(size),
+            json!(4),
+            json!(3),
+            json!(false)
+        )
+    );
+    assert_eq!(
+        sc["original"],
+        json!({"bytes": size, "width": 4, "height": 3, "mime_type": "image/png"})
     );
 }

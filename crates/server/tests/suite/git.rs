@@ -273,7 +273,9 @@ fn git_result_fields_are_the_references() {
             v["end_line"].clone(),
             v["truncated"].clone()
         ),
-        (Value::Null, json!(1), json!(3), json!(false))
+        // end_line is the last line of the range asked for
+        // (start_line + max_lines - 1), as the reference reports it.
+        (Value::Null, json!(1), json!(200), json!(false))
     );
     let v = sc(&s.request(&call(3, "git_diff", json!({}))));
     assert_eq!(v["diff"], git(d, &["diff"]));
@@ -354,6 +356,151 @@ fn git_continuations_keep_what_selects_the_data() {
         ),
         (json!(2), json!("f2"))
     );
+}
+
+/// git_blame of an explicit range returned whole: not truncated, no
+/// next_action (the old one started after its own end_line); a shorter
+/// max_lines pages inside the range; end_line is the range's, as in the
+/// reference.
+#[test]
+fn git_blame_of_a_whole_range_has_no_continuation() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    let mut s = StdioServer::start(d, &[]);
+    let r = s.request(&call(
+        1,
+        "git_blame",
+        json!({"path": "f.txt", "start_line": 2, "end_line": 3}),
+    ));
+    let v = sc(&r);
+    assert_eq!(
+        (
+            v["truncated"].clone(),
+            v["warnings"].clone(),
+            v["start_line"].clone(),
+            v["end_line"].clone()
+        ),
+        (json!(false), json!([]), json!(2), json!(3)),
+        "{v}"
+    );
+    assert!(v.get("next_action").is_none(), "{v}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(!text.contains("[more:"), "{text}");
+    assert_eq!(v["lines"].as_array().unwrap().len(), 2);
+    let v = sc(&s.request(&call(
+        2,
+        "git_blame",
+        json!({"path": "f.txt", "start_line": 1, "end_line": 3, "max_lines": 2}),
+    )));
+    assert_eq!(
+        (v["truncated"].clone(), v["end_line"].clone()),
+        (json!(true), json!(2))
+    );
+    assert_eq!(
+        v["next_action"]["arguments"],
+        json!({"path": "f.txt", "start_line": 3, "end_line": 3, "max_lines": 2})
+    );
+    let v = follow(&mut s, &v);
+    assert_eq!(
+        (v["lines"][0]["content"].clone(), v["truncated"].clone()),
+        (json!("f3"), json!(false))
+    );
+}
+
+/// Codes and categories of the reference where the contract is silent:
+/// a path that is not there is NOT_FOUND (git_status, git_log, git_blame),
+/// a directory to blame IS_DIRECTORY, an untracked file or an unknown
+/// revision GIT_ERROR of category runtime. git_log's continuation names
+/// the default path "." as the reference's does.
+#[test]
+fn git_errors_and_defaults_are_the_references() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    std::fs::write(d.join("untracked.txt"), "u\n").unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::write(d.join("sub/x.txt"), "x\n").unwrap();
+    let mut s = StdioServer::start(d, &[]);
+    let mut error = |args: (&str, Value)| {
+        let r = s.request(&call(1, args.0, args.1.clone()));
+        assert_eq!(r["result"]["isError"], true, "{args:?}: {r}");
+        let e = &r["result"]["structuredContent"]["error"];
+        (e["code"].clone(), e["category"].clone())
+    };
+    for (tool, args) in [
+        ("git_status", json!({"path": "nope"})),
+        ("git_log", json!({"path": "nope"})),
+        ("git_blame", json!({"path": "nope"})),
+    ] {
+        assert_eq!(
+            error((tool, args)),
+            (json!("NOT_FOUND"), json!("not_found")),
+            "{tool}"
+        );
+    }
+    assert_eq!(
+        error(("git_blame", json!({"path": "sub"}))),
+        (json!("IS_DIRECTORY"), json!("validation"))
+    );
+    for (tool, args) in [
+        ("git_blame", json!({"path": "untracked.txt"})),
+        ("git_log", json!({"ref": "nosuchref"})),
+        ("git_show", json!({"rev": "nosuch"})),
+    ] {
+        assert_eq!(
+            error((tool, args)),
+            (json!("GIT_ERROR"), json!("runtime")),
+            "{tool}"
+        );
+    }
+    // A deleted file's history is still served (the reference refuses it).
+    git(d, &["rm", "-q", "other.txt"]);
+    let v = sc(&s.request(&call(2, "git_log", json!({"path": "other.txt"}))));
+    assert_eq!(v["commits"].as_array().unwrap().len(), 3, "{v}");
+    let v = sc(&s.request(&call(3, "git_log", json!({"max_count": 1}))));
+    assert_eq!(
+        v["next_action"]["arguments"],
+        json!({"path": ".", "ref": "HEAD", "max_count": 1, "skip": 1})
+    );
+}
+
+/// git_diff's file `status` words are the reference's (a rename is
+/// `modified`; our `change` says `renamed`), and `output_lines` counts the
+/// empty piece after the final newline, as the reference does.
+#[test]
+fn git_diff_status_words_and_line_count() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    git(d, &["mv", "other.txt", "moved.txt"]);
+    std::fs::write(d.join("f.txt"), "changed\n").unwrap();
+    let mut s = StdioServer::start(d, &[]);
+    let v = sc(&s.request(&call(
+        1,
+        "git_diff",
+        json!({"staged": true, "unstaged": false}),
+    )));
+    let moved = &v["files"][0];
+    assert_eq!(
+        (
+            moved["path"].clone(),
+            moved["status"].clone(),
+            moved["change"].clone(),
+            moved["old_path"].clone()
+        ),
+        (
+            json!("moved.txt"),
+            json!("modified"),
+            json!("renamed"),
+            json!("other.txt")
+        ),
+        "{v}"
+    );
+    let v = sc(&s.request(&call(2, "git_diff", json!({}))));
+    let diff = v["diff"].as_str().unwrap();
+    assert!(diff.ends_with('\n'));
+    assert_eq!(v["output_lines"], diff.split('\n').count(), "{v}");
 }
 
 #[test]

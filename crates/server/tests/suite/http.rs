@@ -362,7 +362,17 @@ fn server_card_lists_versions_newest_first() {
         assert_eq!(card["tools"]["count"], 18);
         assert_eq!(card["transport"]["endpoint"], "/mcp");
         assert_eq!(card["transport"]["methods"], json!(["POST", "OPTIONS"]));
-        assert_eq!(card["auth"]["type"], "none");
+        // The reference's spelling, and its null scheme/header without auth.
+        assert_eq!(card["transport"]["type"], "streamable_http");
+        assert_eq!(
+            (
+                card["auth"]["type"].clone(),
+                card["auth"]["scheme"].clone(),
+                card["auth"]["header"].clone()
+            ),
+            (json!("none"), Value::Null, Value::Null)
+        );
+        assert!(card["auth"].get("scheme").is_some() && card["auth"].get("header").is_some());
         assert_eq!(
             card["tools"]["annotations"]["apply_patch"]["destructiveHint"],
             true
@@ -458,9 +468,25 @@ fn bearer_token() {
     let s = HttpServer::start(ws.path(), &["--auth-token", "tok-123"]);
     let r = s.post(&ping(), &[]);
     assert_eq!(r.status, 401);
-    assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+    // A static token has no OAuth metadata to point to (RFC 9728's
+    // resource_metadata is for OAuth only), and none is served.
+    assert_eq!(
+        r.header("www-authenticate").unwrap(),
+        "Bearer realm=\"coding-tools-mcp\""
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        assert_eq!(s.raw_request("GET", path, &[], None).status, 404, "{path}");
+    }
     let r = s.post(&ping(), &[("Authorization", "Bearer wrong")]);
     assert_eq!(r.status, 401);
+    assert!(
+        !r.header("www-authenticate")
+            .unwrap()
+            .contains("resource_metadata")
+    );
     let r = s.post(&ping(), &[("Authorization", "Bearer tok-123")]);
     assert_eq!(r.status, 200);
     // The card stays public and says auth is required.

@@ -144,6 +144,15 @@ fn a_refused_patch_reports_its_plan_and_a_retry_hint() {
     assert_eq!(r["isError"], true, "{r}");
     let sc = &r["structuredContent"];
     assert_eq!(sc["error"]["code"], "PATCH_CONTEXT_NOT_FOUND");
+    // The reference's details: the hunk, and no place it matched.
+    assert_eq!(
+        (
+            sc["error"]["details"]["path"].clone(),
+            sc["error"]["details"]["hunk_index"].clone(),
+            sc["error"]["details"]["match_count"].clone()
+        ),
+        (json!("b.txt"), json!(0), json!(0))
+    );
     let hint = sc["error"]["details"]["retry_hint"].as_str().unwrap();
     assert!(hint.contains("read_file"), "{hint}");
     assert_eq!(

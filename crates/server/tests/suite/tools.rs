@@ -237,8 +237,13 @@ fn server_info_reports_the_deployment() {
     assert_eq!(i["auth"]["enabled"], false);
     assert_eq!(i["annotation_override"], Value::Null);
     assert_eq!(i["output_retention"]["head_bytes_per_stream"], 65536);
+    // The reference's list of paths; what was read of each is beside it.
     assert_eq!(
-        i["project_context"]["root_instruction_files"][0]["path"],
+        i["project_context"]["root_instruction_files"],
+        json!(["AGENTS.md"])
+    );
+    assert_eq!(
+        i["project_context"]["root_instruction_file_details"][0]["path"],
         "AGENTS.md"
     );
     assert_eq!(
@@ -253,6 +258,54 @@ fn server_info_reports_the_deployment() {
         !text.trim_start().starts_with('{'),
         "content must not be a JSON dump"
     );
+}
+
+/// server_info and check_exec_environment carry the reference's top-level
+/// fields (0.3.0, compared side by side): where commands run, Landlock, and
+/// the global temp write policy.
+#[test]
+fn exec_environment_fields_are_the_references() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().unwrap();
+    for (mode, tmp_write) in [("safe", "blocked"), ("dangerous", "allowed")] {
+        let mut s = StdioServer::start(ws.path(), &["--permission-mode", mode]);
+        let i =
+            s.request(&call(1, "server_info", json!({})))["result"]["structuredContent"].clone();
+        let c =
+            s.request(&call(2, "check_exec_environment", json!({})))["result"]["structuredContent"]
+                .clone();
+        let runtime = std::path::PathBuf::from(i["runtime_dir"].as_str().unwrap());
+        assert!(runtime.is_dir(), "{i}");
+        for v in [&i, &c] {
+            assert_eq!(v["workspace"], root.to_str().unwrap());
+            assert_eq!(v["permission_mode"], mode);
+            assert_eq!(v["runtime_dir"], runtime.to_str().unwrap());
+            for (k, sub) in [("home", "home"), ("tmpdir", "tmp"), ("cache_dir", "cache")] {
+                assert_eq!(v[k], runtime.join(sub).to_str().unwrap(), "{k}");
+            }
+            assert_eq!(v["network_allowed"], mode == "dangerous");
+        }
+        let ll = &i["landlock"];
+        assert_eq!(
+            ll.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["available", "abi_version", "enabled"]
+        );
+        let enabled = ll["available"] == true && mode == "safe";
+        assert_eq!(ll["enabled"], enabled, "{ll}");
+        assert_eq!(c["landlock_enabled"], enabled);
+        assert_eq!(c["landlock_abi"], ll["abi_version"]);
+        if ll["available"] == false {
+            assert_eq!(ll["abi_version"], Value::Null);
+        }
+        assert_eq!(i["exec_policy"]["global_tmp_write"], tmp_write);
+        assert_eq!(c["global_tmp_write"], tmp_write);
+        assert!(c["warnings"].is_array());
+        assert_eq!(
+            c["warnings"].as_array().unwrap().is_empty(),
+            mode == "safe" && ll["available"] == true,
+            "{c}"
+        );
+    }
 }
 
 #[test]
@@ -319,7 +372,7 @@ fn non_utf8_instructions_report_byte_counts_that_add_up() {
     assert!(text.len() <= 20 * 1024, "{} bytes", text.len());
     assert!(text.contains("caf\u{FFFD} au lait"), "{}", &text[..400]);
     assert!(text.contains("not valid UTF-8"));
-    let file = &info["project_context"]["root_instruction_files"][0];
+    let file = &info["project_context"]["root_instruction_file_details"][0];
     assert_eq!(file["size_bytes"], body.len(), "{file}");
     let included = file["included_bytes"].as_u64().unwrap();
     assert!(included < body.len() as u64);
