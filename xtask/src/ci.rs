@@ -120,10 +120,7 @@ fn namespace_tier_available() -> bool {
     if probe() {
         return true;
     }
-    let bwrap_missing = Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_err();
+    let bwrap_missing = Command::new("bwrap").arg("--version").output().is_err();
     if bwrap_missing {
         eprintln!("installing bubblewrap (Debian package) for the namespace tier's tests");
         let root = Command::new("id")

@@ -31,6 +31,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// Size of a command's private `/tmp` (1 GiB) and `/dev/shm` (256 MiB).
+const TMP_BYTES: &str = "1073741824";
+const SHM_BYTES: &str = "268435456";
+
 /// The first argument that makes the host program the sandbox's entry.
 pub const ENTRY_FLAG: &str = "--ctm-sandbox-exec";
 
@@ -243,12 +247,22 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
         &"--ro-bind",
         &"/",
         &"/",
+        // Memory-backed and owned by no process: bounded (and gone with
+        // the command's mount namespace when it ends).
+        &"--size",
+        &TMP_BYTES,
         &"--tmpfs",
         &"/tmp",
+        &"--size",
+        &"1048576",
         &"--tmpfs",
         &"/run",
         &"--dev",
         &"/dev",
+        &"--size",
+        &SHM_BYTES,
+        &"--tmpfs",
+        &"/dev/shm",
         &"--proc",
         &"/proc",
     ]);
@@ -263,7 +277,7 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
         for (kind, path) in git_seal(p.workspace) {
             match kind {
                 Seal::MountPoint => push(&[&"--bind", &path, &path]),
-                Seal::ReadOnly => push(&[&"--ro-bind", &path, &path]),
+                Seal::ReadOnly => push(&[&"--ro-bind-try", &path, &path]),
                 Seal::EmptyDir => push(&[&"--tmpfs", &path, &"--remount-ro", &path]),
             }
         }
@@ -292,49 +306,119 @@ pub(crate) enum Seal {
     EmptyDir,
 }
 
-/// The mounts that keep git from running programs a command planted: the
-/// repository's `.git` (a directory, not a link) as a mount point, its
-/// config files and its hook and info directories read-only, and the same
-/// for each submodule's and each worktree's.
-pub(crate) fn git_seal(workspace: &Path) -> Vec<(Seal, PathBuf)> {
-    let git = workspace.join(".git");
-    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() || m.is_dir());
-    if !is_dir(&git) {
-        return Vec::new();
+/// The repository directory of the workspace whose git files a command
+/// must not change: `.git` itself, or the directory a `.git` file points to
+/// when that lies inside the workspace (a submodule's checkout). Outside the
+/// workspace the read-only host covers it.
+pub(crate) fn sealed_git_dir(workspace: &Path) -> Option<PathBuf> {
+    let dot_git = workspace.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if meta.is_dir() {
+        return Some(dot_git);
     }
-    let mut out = vec![(Seal::MountPoint, git.clone())];
-    let seal_repo = |dir: &Path, out: &mut Vec<(Seal, PathBuf)>| {
-        for f in ["config", "config.worktree", "commondir", "gitdir"] {
-            let p = dir.join(f);
-            if exists(&p) {
-                out.push((Seal::ReadOnly, p));
-            }
-        }
-        for d in ["hooks", "info"] {
-            let p = dir.join(d);
-            if is_dir(&p) {
-                out.push((Seal::ReadOnly, p));
-            } else if !exists(&p) && std::fs::symlink_metadata(&p).is_err() {
-                out.push((Seal::EmptyDir, p));
-            } else {
-                // Something else (a link) at hooks/info: read-only too.
-                out.push((Seal::ReadOnly, p));
-            }
-        }
+    if !meta.is_file() {
+        return None;
+    }
+    let target = ctm_workspace_fs::gitdir_link(&dot_git)?
+        .canonicalize()
+        .ok()?;
+    (target.starts_with(workspace) && target.is_dir()).then_some(target)
+}
+
+/// The mounts that keep git from running programs a command planted: the
+/// repository directory as a mount point (no rename, no removal); its
+/// `config`, `config.worktree`, `commondir`, `gitdir`, `hooks/`, `info/`,
+/// `modules/` (every submodule's repository) and `worktrees/` (every linked
+/// worktree's) read-only, the missing directories among them covered by an
+/// empty read-only one (so none can be made); and the hooks directory that
+/// `core.hooksPath` names inside the workspace. A symlink among them is
+/// followed to a directory inside the workspace, which is sealed instead
+/// (the link itself, in a writable directory, could still be replaced: see
+/// docs/security.md). Nothing here names a path that does not resolve, so a
+/// strange `.git` never keeps bubblewrap from starting.
+pub(crate) fn git_seal(workspace: &Path) -> Vec<(Seal, PathBuf)> {
+    let Some(git) = sealed_git_dir(workspace) else {
+        return Vec::new();
     };
-    seal_repo(&git, &mut out);
-    for group in ["modules", "worktrees"] {
-        let Ok(entries) = std::fs::read_dir(git.join(group)) else {
-            continue;
-        };
-        for e in entries.flatten().take(256) {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                seal_repo(&e.path(), &mut out);
-            }
+    let meta = |p: &Path| std::fs::symlink_metadata(p).ok();
+    let mut out = vec![(Seal::MountPoint, git.clone())];
+    let inside_dir = |p: &Path| {
+        p.canonicalize()
+            .ok()
+            .filter(|t| t.starts_with(workspace) && t.is_dir())
+    };
+    for f in ["config", "config.worktree", "commondir", "gitdir"] {
+        let p = git.join(f);
+        if meta(&p).is_some_and(|m| m.is_file()) {
+            out.push((Seal::ReadOnly, p));
         }
+    }
+    for d in ["hooks", "info", "modules", "worktrees"] {
+        let p = git.join(d);
+        match meta(&p) {
+            Some(m) if m.is_dir() => out.push((Seal::ReadOnly, p)),
+            Some(m) if m.file_type().is_symlink() => {
+                if let Some(t) = inside_dir(&p) {
+                    out.push((Seal::ReadOnly, t));
+                }
+            }
+            Some(_) => {}
+            None => out.push((Seal::EmptyDir, p)),
+        }
+    }
+    if let Some(hooks) = hooks_path(&git, workspace).and_then(|h| inside_dir(&h)) {
+        out.push((Seal::ReadOnly, hooks));
     }
     out
+}
+
+/// `core.hooksPath` of the repository's own config, resolved as git does
+/// (relative to the working tree); a plain reading of the one line.
+fn hooks_path(git: &Path, workspace: &Path) -> Option<PathBuf> {
+    let text = ctm_workspace_fs::read_small(&git.join("config"))?;
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_core = l
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .eq_ignore_ascii_case("core");
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        if let Some((k, v)) = l.split_once('=')
+            && k.trim().eq_ignore_ascii_case("hookspath")
+        {
+            found = Some(v.trim().trim_matches('"').to_owned());
+        }
+    }
+    let v = found?;
+    let p = PathBuf::from(&v);
+    Some(if p.is_absolute() {
+        p
+    } else {
+        workspace.join(p)
+    })
+}
+
+/// Paths git would read that did not exist when a command started and that
+/// no mount can cover while missing: removed when the command is gone
+/// (`commondir` would point the user's git at another repository's config,
+/// `config.worktree` is read when `extensions.worktreeConfig` is set).
+pub(crate) fn watched_when_missing(workspace: &Path) -> Vec<PathBuf> {
+    let Some(git) = sealed_git_dir(workspace) else {
+        return Vec::new();
+    };
+    ["commondir", "config.worktree"]
+        .iter()
+        .map(|f| git.join(f))
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .collect()
 }
 
 /// Called first thing in the host program's `main`: when the process was
@@ -409,8 +493,28 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
             libc::signal(sig, libc::SIG_DFL);
         }
     }
-    if let Ok(prog) = crate::seccomp::program(false) {
+    if let Ok(prog) = crate::seccomp::program_namespaced() {
         crate::seccomp::enforce(prog).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    // Nothing of the server's reaches the command: the descriptor this
+    // entry was started by names the server's binary on the host's
+    // writable mount (reopened through /proc/self/fd it would allow
+    // chmod 4755 of it), so every descriptor above stderr closes on exec.
+    // SAFETY: a system call on this process's own descriptor table.
+    #[allow(unsafe_code)]
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        )
+    };
+    if closed != 0 {
+        return Err(format!(
+            "cannot close inherited descriptors: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     use std::os::unix::process::CommandExt;
     #[allow(
@@ -435,13 +539,31 @@ mod tests {
         std::fs::write(g.join("config"), "").unwrap();
         std::fs::create_dir_all(g.join("modules/sub/hooks")).unwrap();
         std::fs::write(g.join("modules/sub/config"), "").unwrap();
-        let seal = git_seal(t.path());
+        std::fs::create_dir_all(t.path().join("tools/hooks")).unwrap();
+        std::fs::write(g.join("config"), "[core]\n\thooksPath = tools/hooks\n").unwrap();
+        let ws = t.path().canonicalize().unwrap();
+        let g = ws.join(".git");
+        let seal = git_seal(&ws);
         assert_eq!(seal[0], (Seal::MountPoint, g.clone()));
         assert!(seal.contains(&(Seal::ReadOnly, g.join("config"))));
         assert!(seal.contains(&(Seal::ReadOnly, g.join("hooks"))));
         assert!(seal.contains(&(Seal::EmptyDir, g.join("info"))));
-        assert!(seal.contains(&(Seal::ReadOnly, g.join("modules/sub/config"))));
-        assert!(seal.contains(&(Seal::ReadOnly, g.join("modules/sub/hooks"))));
+        assert!(seal.contains(&(Seal::ReadOnly, g.join("modules"))));
+        assert!(seal.contains(&(Seal::EmptyDir, g.join("worktrees"))));
+        assert!(seal.contains(&(Seal::ReadOnly, ws.join("tools/hooks"))));
+        assert_eq!(
+            watched_when_missing(&ws),
+            vec![g.join("commondir"), g.join("config.worktree")]
+        );
+        // A dangling hooks link seals nothing and breaks nothing.
+        std::fs::remove_dir_all(g.join("hooks")).unwrap();
+        std::os::unix::fs::symlink("/nowhere/at/all", g.join("hooks")).unwrap();
+        let seal = git_seal(&ws);
+        assert!(
+            !seal
+                .iter()
+                .any(|(_, p)| p.ends_with("hooks") && p.starts_with(&g))
+        );
         // No repository: nothing to seal.
         let none = tempfile::tempdir().unwrap();
         assert!(git_seal(none.path()).is_empty());

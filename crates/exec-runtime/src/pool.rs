@@ -358,10 +358,10 @@ struct Cmd {
     wrapped: bool,
     /// Signals we sent the command (bit N: signal N).
     signalled: std::sync::atomic::AtomicU64,
-    /// A `.git/commondir` that did not exist when the command started: a
-    /// mount cannot cover a missing file, and git would follow one a
-    /// command created to another config. Removed when the command is gone.
-    commondir_watch: Option<PathBuf>,
+    /// Git files that did not exist when the command started and that no
+    /// mount can cover while missing (`.git/commondir`, `config.worktree`):
+    /// whatever the command made there is removed when it is gone.
+    git_watch: Vec<PathBuf>,
 }
 
 impl Cmd {
@@ -858,11 +858,11 @@ impl ExecRuntime {
             .map_err(|e| ExecError::Spawn(e.to_string()))?;
         let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
-        let commondir_watch = (ns && self.inner.cfg.sandbox.seal_git)
-            .then(|| self.inner.workspace.root().join(".git"))
-            .filter(|g| std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir()))
-            .map(|g| g.join("commondir"))
-            .filter(|c| std::fs::symlink_metadata(c).is_err());
+        let git_watch = if ns && self.inner.cfg.sandbox.seal_git {
+            namespace::watched_when_missing(self.inner.workspace.root())
+        } else {
+            Vec::new()
+        };
         let (tx, _) = watch::channel(0u64);
         let new_cmd = |pid: i32, tty: bool, readers: u8, stdin: Option<Writer>| {
             Arc::new(Cmd {
@@ -885,7 +885,7 @@ impl ExecRuntime {
                 stdin: tokio::sync::Mutex::new(stdin),
                 wrapped: ns,
                 signalled: std::sync::atomic::AtomicU64::new(0),
-                commondir_watch: commondir_watch.clone(),
+                git_watch: git_watch.clone(),
             })
         };
         let tty = req.tty;
@@ -1260,14 +1260,19 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             cmd.bump();
         }
         let sup = child.wait().await;
-        if let Some(path) = &cmd.commondir_watch
-            && std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir())
-        {
+        for path in &cmd.git_watch {
+            let Ok(meta) = std::fs::symlink_metadata(path) else {
+                continue;
+            };
             tracing::warn!(
                 path = %path.display(),
-                "a command created .git/commondir (which would point the user's git at another config); removed"
+                "a command created this git file (it would steer the user's git to a config the command wrote); removed"
             );
-            let _ = std::fs::remove_file(path);
+            let _ = if meta.is_dir() {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
         }
         {
             let mut s = cmd.lock();

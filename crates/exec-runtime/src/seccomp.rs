@@ -86,7 +86,7 @@ pub const REFUSED: &[&str] = &[
     "kernel modules, kexec, reboot, swapon/swapoff",
 ];
 
-fn build(deny_tcp: bool) -> Result<BpfProgram, String> {
+fn build(deny_tcp: bool, local_families_only: bool) -> Result<BpfProgram, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
@@ -158,8 +158,11 @@ fn build(deny_tcp: bool) -> Result<BpfProgram, String> {
             }
         }
         sockets.push(all(&[(2, SeccompCmpOp::Eq, IPPROTO_MPTCP)])?);
-        // Only local, IP datagram and netlink (interface lookups) families:
-        // vsock, Bluetooth, CAN, RDS, TIPC and the rest reach other hosts.
+    }
+    if deny_tcp || local_families_only {
+        // Only local, IP and netlink (interface lookups) families: vsock,
+        // Bluetooth, CAN, RDS, TIPC and the rest reach other hosts — a
+        // network namespace does not hold vsock back, for one.
         sockets.push(all(&[
             (0, SeccompCmpOp::Ne, libc::AF_UNIX as u64),
             (0, SeccompCmpOp::Ne, libc::AF_INET as u64),
@@ -196,10 +199,18 @@ pub fn program(deny_tcp: bool) -> &'static Result<BpfProgram, String> {
     static CLOSED: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
     static OPEN: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
     if deny_tcp {
-        CLOSED.get_or_init(|| build(true))
+        CLOSED.get_or_init(|| build(true, true))
     } else {
-        OPEN.get_or_init(|| build(false))
+        OPEN.get_or_init(|| build(false, false))
     }
+}
+
+/// The filter of the namespace tier: TCP is the network namespace's
+/// business (loopback only when the network is closed), but only the
+/// UNIX, IP and netlink families, in every mode.
+pub fn program_namespaced() -> &'static Result<BpfProgram, String> {
+    static NAMESPACED: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    NAMESPACED.get_or_init(|| build(false, true))
 }
 
 /// Whether the kernel accepts the filter (asked once, from a throwaway

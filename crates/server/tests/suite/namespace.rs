@@ -346,3 +346,69 @@ fn the_tier_is_reported_and_landlock_alone_can_be_chosen() {
     assert_eq!(sb["namespace"]["private_network"], true);
     assert_eq!(sb["protections"]["host_filesystem_read_only"], "enforced");
 }
+
+#[test]
+fn nothing_of_the_server_is_inherited_and_far_families_are_refused() {
+    let l = layout();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    // Descriptors a command holds: its stdio and what `ls` itself opens.
+    std::fs::write(
+        l.ws.join("fds.py"),
+        "import os, socket\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))\nfor fam in (socket.AF_VSOCK, socket.AF_BLUETOOTH if hasattr(socket, 'AF_BLUETOOTH') else 31):\n    try:\n        socket.socket(fam, socket.SOCK_STREAM)\n        print('opened', fam)\n    except OSError as e:\n        print('refused', fam, e.errno)\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "python3 fds.py");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(out.starts_with("[0, 1, 2, 3]\n"), "{v}");
+    assert!(!out.contains("opened"), "{v}");
+}
+
+#[test]
+fn every_git_file_that_runs_programs_is_sealed_and_odd_layouts_still_start() {
+    let l = layout();
+    let g = l.ws.join(".git");
+    // A submodule whose name has a slash, a hooks directory named by
+    // core.hooksPath inside the workspace (husky's layout).
+    std::fs::create_dir_all(g.join("modules/third_party/foo/hooks")).unwrap();
+    std::fs::write(g.join("modules/third_party/foo/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(l.ws.join(".husky")).unwrap();
+    std::fs::write(l.ws.join(".husky/pre-commit"), "#!/bin/sh\n").unwrap();
+    let config = std::fs::read_to_string(g.join("config")).unwrap();
+    std::fs::write(
+        g.join("config"),
+        format!("{config}[core]\n\thooksPath = .husky\n"),
+    )
+    .unwrap();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    std::fs::write(
+        l.ws.join("plant.sh"),
+        "echo x >> .git/modules/third_party/foo/config; echo sub=$?\n\
+         mkdir .git/modules/evil; echo newmodule=$?\n\
+         echo x >> .husky/pre-commit; echo husky=$?\n\
+         mkdir .git/commondir; echo commondir=$?\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "sh plant.sh");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    for step in ["sub", "newmodule", "husky"] {
+        assert!(
+            out.contains(&format!("{step}=")) && !out.contains(&format!("{step}=0")),
+            "{step}: {v}"
+        );
+    }
+    // What a command made where git would look is gone when it ends.
+    assert!(!g.join("commondir").exists(), "{v}");
+    // A dangling hooks link (a real repository can have one) does not keep
+    // commands from starting.
+    std::fs::remove_dir_all(g.join("hooks")).unwrap();
+    std::os::unix::fs::symlink("/nowhere/hooks", g.join("hooks")).unwrap();
+    let v = run(&mut s, "git status --short; echo ran");
+    assert!(
+        v["stdout"].as_str().unwrap_or_default().contains("ran"),
+        "{v}"
+    );
+}
