@@ -216,6 +216,9 @@ pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
             EnvInherit::None => false,
         })
         .filter(|(k, v)| !(spec.filter_sensitive && is_sensitive(k, v)))
+        // The server's own settings (its bearer token among them) are not
+        // the command's, in any mode.
+        .filter(|(k, _)| !k.starts_with("CODING_TOOLS_MCP_"))
         .filter(|(k, _)| !matches_any(&spec.policy.exclude, k))
         .filter(|(k, _)| {
             spec.policy.include_only.is_empty() || matches_any(&spec.policy.include_only, k)

@@ -60,3 +60,4 @@ pub use runtime_dirs::{RetentionBudget, RuntimeDirError, RuntimeDirs};
 pub use rustix::process::Signal;
 pub use sandbox::{DEVICES, LandlockSupport, support as landlock_support};
 pub use seccomp::{REFUSED as SECCOMP_REFUSED, available as seccomp_available};
+pub use supervisor::default_signal_dispositions;

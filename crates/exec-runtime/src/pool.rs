@@ -433,6 +433,8 @@ struct Inner {
     helper: Option<OwnedFd>,
     /// Read roots the sandbox's private /tmp and /run would hide.
     hidden_roots: Vec<PathBuf>,
+    /// Set by [`ExecRuntime::shutdown`]: no command starts any more.
+    closed: std::sync::atomic::AtomicBool,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
     rng: SystemRandom,
 }
@@ -519,6 +521,7 @@ impl ExecRuntime {
                 tier: OnceLock::new(),
                 helper,
                 hidden_roots,
+                closed: std::sync::atomic::AtomicBool::new(false),
                 commands: Mutex::new(HashMap::new()),
                 rng: SystemRandom::new(),
             }),
@@ -689,6 +692,9 @@ impl ExecRuntime {
         cancel: impl Future<Output = ()>,
         max_output_bytes: usize,
     ) -> Result<Snapshot, ExecError> {
+        if self.is_closed() {
+            return Err(ExecError::Spawn("the server is shutting down".into()));
+        }
         if req.cmd.contains('\0') {
             return Err(ExecError::Unrepresentable(
                 "the command contains a NUL byte, which no process argument can hold".into(),
@@ -786,6 +792,12 @@ impl ExecRuntime {
             r.refill();
         }
         self.commands().insert(cmd.id.clone(), cmd.clone());
+        // Started while the server began to shut down (after `shutdown`
+        // looked at the commands): it ends now, not never.
+        if self.is_closed() {
+            kill_tree(cmd.pid).await;
+            return Err(ExecError::Spawn("the server is shutting down".into()));
+        }
         self.watchdog(&cmd, req.timeout);
         let settle = req.tty.then_some(TTY_SETTLE);
         let end = wait_for(&cmd, Instant::now() + wait, settle, cancel).await;
@@ -1175,16 +1187,29 @@ impl ExecRuntime {
         })
     }
 
-    /// Kills every process of every command (server shutdown); returns
-    /// how many were killed.
+    fn is_closed(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Kills every process of every command (server shutdown) and starts
+    /// none after; returns how many were killed. Every child process of
+    /// this process is a command's supervisor, so any not in the table yet
+    /// (one being started right now) is killed too.
     pub fn shutdown(&self) -> usize {
-        let alive: Vec<Arc<Cmd>> = self
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut roots: Vec<i32> = self
             .commands()
             .values()
             .filter(|c| c.alive())
-            .cloned()
+            .map(|c| c.pid)
             .collect();
-        let roots: Vec<i32> = alive.iter().map(|c| c.pid).collect();
+        for child in supervisor::children_of_self() {
+            if !roots.contains(&child) {
+                roots.push(child);
+            }
+        }
         supervisor::kill_trees(&roots)
     }
 }

@@ -328,24 +328,61 @@ impl Drop for RuntimeDirs {
 
 /// `remove_dir_all`, also when a command left directories it made
 /// unreadable or unwritable (`chmod 000 $TMPDIR/d`): those get mode 0700
-/// back and removal is tried again. Symlinks are removed, never followed.
+/// back and removal is tried again. Every step goes through descriptors
+/// opened without following links, so a directory a command swaps for a
+/// symlink is never followed out (a `chmod` by path would be).
 fn remove_tree(root: &Path) {
-    if std::fs::remove_dir_all(root).is_ok() || !root.exists() {
+    if std::fs::remove_dir_all(root).is_ok() || std::fs::symlink_metadata(root).is_err() {
         return;
     }
-    fn open_up(dir: &Path) {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        let Ok(entries) = std::fs::read_dir(dir) else {
+    fn open_up(parent: rustix::fd::BorrowedFd<'_>, name: &std::ffi::OsStr, depth: usize) {
+        use rustix::fs::{Mode, OFlags};
+        if depth > 4096 {
+            return;
+        }
+        // O_PATH | O_NOFOLLOW | O_DIRECTORY: a directory, never a link.
+        let Ok(handle) = rustix::fs::openat(
+            parent,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        // chmod of exactly that inode, through its descriptor.
+        let _ = rustix::fs::chmod(
+            format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&handle)),
+            Mode::from_raw_mode(0o700),
+        );
+        let Ok(dir) = rustix::fs::openat(
+            &handle,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
             return;
         };
         for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                open_up(&e.path());
+            let n = e.file_name().to_bytes();
+            if n == b"." || n == b".." || e.file_type() != rustix::fs::FileType::Directory {
+                continue;
             }
+            let child = std::ffi::OsStr::from_bytes(n).to_owned();
+            open_up(rustix::fd::AsFd::as_fd(&dir), &child, depth + 1);
         }
     }
-    if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
-        open_up(root);
+    use std::os::unix::ffi::OsStrExt;
+    if let (Some(parent), Some(name)) = (root.parent(), root.file_name())
+        && let Ok(p) = rustix::fs::open(
+            parent,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+    {
+        open_up(rustix::fd::AsFd::as_fd(&p), name, 0);
     }
     let _ = std::fs::remove_dir_all(root);
 }

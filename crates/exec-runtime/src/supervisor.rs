@@ -419,6 +419,40 @@ pub fn decode(status: i32) -> (Option<i32>, Option<i32>) {
     }
 }
 
+/// Sets `signals` back to their default action in this process (a host's
+/// second stop signal then ends it at once, whatever its handlers do).
+pub fn default_signal_dispositions(signals: &[Signal]) {
+    for sig in signals {
+        // SAFETY: installs the default disposition; no handler code runs.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::signal(sig.as_raw(), libc::SIG_DFL);
+        }
+    }
+}
+
+/// The child processes of this process, of all its threads.
+pub fn children_of_self() -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "this process's own task list, not a workspace file"
+        )]
+        let Ok(text) = std::fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    out
+}
+
 /// pid -> (parent pid, zombie) of every process visible in `/proc`.
 fn process_table() -> HashMap<i32, (i32, bool)> {
     let mut map = HashMap::new();

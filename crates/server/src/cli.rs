@@ -316,17 +316,31 @@ fn clean_patterns(v: Vec<String>) -> Vec<String> {
 /// (numbers are taken as their text).
 fn parse_env_set(json: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
     const WHAT: &str = "CODING_TOOLS_MCP_SHELL_ENV_SET must be a JSON object of strings";
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("{WHAT}: {e}"))?;
+    // Messages never echo a value: it may be a secret the operator passes.
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| {
+        format!(
+            "{WHAT}: not JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
     let serde_json::Value::Object(map) = value else {
-        return Err(format!("{WHAT}, not {json}"));
+        return Err(format!("{WHAT}: the value is not an object"));
     };
     map.into_iter()
         .map(|(k, v)| {
             let text = match v {
                 serde_json::Value::String(s) => s,
                 serde_json::Value::Number(n) => n.to_string(),
-                other => return Err(format!("{WHAT}: {k} is {other}")),
+                other => {
+                    let kind = match other {
+                        serde_json::Value::Bool(_) => "a boolean",
+                        serde_json::Value::Null => "null",
+                        serde_json::Value::Array(_) => "an array",
+                        _ => "an object",
+                    };
+                    return Err(format!("{WHAT}: {k} is {kind}"));
+                }
             };
             if k.is_empty() || k.contains(['=', '\0']) || text.contains('\0') {
                 return Err(format!("{WHAT}: {k:?} cannot be an environment variable"));

@@ -147,8 +147,32 @@ pub fn run_command_line() -> ExitCode {
 fn finish(server: &Server) {
     server.exec.shutdown();
     if let Ok(dirs) = &server.runtime_dirs {
-        dirs.remove();
+        // Bounded: a directory of millions of entries is not worth hanging
+        // the exit for; what is left, the next server's sweep removes.
+        let dirs = dirs.clone();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let _ = std::thread::Builder::new()
+            .name("ctm-runtime-remove".into())
+            .spawn(move || {
+                dirs.remove();
+                let _ = done_tx.send(());
+            });
+        if done_rx.recv_timeout(Duration::from_secs(2)).is_err() {
+            tracing::warn!(
+                "the runtime directory is still being removed; the next start sweeps the rest"
+            );
+        }
     }
+}
+
+/// After the first stop signal, the next one ends the process at once,
+/// whatever the clean-up is doing.
+fn default_stop_signals() {
+    ctm_exec_runtime::default_signal_dispositions(&[
+        ctm_exec_runtime::Signal::INT,
+        ctm_exec_runtime::Signal::TERM,
+        ctm_exec_runtime::Signal::HUP,
+    ]);
 }
 
 /// The names of every tool of the catalog, `view_image` included, in
@@ -223,7 +247,10 @@ async fn run(
         );
         return tokio::select! {
             r = serve => r.map(|()| None),
-            signal = signals.next() => Ok(Some(signal)),
+            signal = signals.next() => {
+                default_stop_signals();
+                Ok(Some(signal))
+            }
         };
     }
     let addr = format!("{}:{}", server.config.host, server.config.port);

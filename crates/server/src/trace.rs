@@ -98,10 +98,17 @@ pub fn redact_text(text: &str) -> String {
     if text.contains("-----BEGIN") && text.contains("PRIVATE KEY") {
         return REDACTED.into();
     }
+    // Only the start is ever shown: bound the work to it.
+    let mut end = text.len().min(REDACT_SCAN_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = &text[..end];
     let is_sep = |c: char| c.is_whitespace() || "\"'`,;()<>|&{}[]".contains(c);
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     let mut redact_next = false;
+    let mut after_user_flag = false;
     while !rest.is_empty() {
         let start = rest.find(|c: char| !is_sep(c)).unwrap_or(rest.len());
         out.push_str(&rest[..start]);
@@ -112,33 +119,63 @@ pub fn redact_text(text: &str) -> String {
         if word.is_empty() {
             continue;
         }
-        let bare = word.trim_start_matches('-').trim_end_matches(':');
-        let scheme = ["bearer", "basic", "token"].contains(&bare.to_ascii_lowercase().as_str());
-        if std::mem::take(&mut redact_next) && !scheme {
-            out.push_str(REDACTED);
+        // `KEY = "x"`, `"password": "x"`: the value comes after these.
+        if word == "=" || word == ":" {
+            out.push_str(word);
             continue;
         }
-        out.push_str(&redact_word(word));
-        redact_next = scheme
-            || (word.starts_with("--") && !word.contains('=') && secret_name(bare))
-            || (word.ends_with(':') && secret_name(bare));
+        let bare = word.trim_start_matches('-').trim_end_matches([':', '=']);
+        let lower = bare.to_ascii_lowercase();
+        let scheme = ["bearer", "basic", "token"].contains(&lower.as_str());
+        if std::mem::take(&mut redact_next) && !scheme {
+            out.push_str(REDACTED);
+            after_user_flag = false;
+            continue;
+        }
+        let (shown, value_follows) = redact_word(word, std::mem::take(&mut after_user_flag));
+        out.push_str(&shown);
+        let key_like = !bare.is_empty()
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        after_user_flag = word == "-u" || word == "--user";
+        redact_next =
+            scheme || value_follows || (key_like && !word.contains('=') && names_a_secret(&lower));
     }
     out
 }
 
-/// One word (no separators in it).
-fn redact_word(word: &str) -> String {
+/// Whether a word (lower case, no dashes) is the name of a secret whose
+/// value comes next: `password X`, `--token X`, `-storepass X`,
+/// `aws_secret_access_key X`. It must end like one: `keytool` is no key.
+fn names_a_secret(word: &str) -> bool {
+    const ENDINGS: [&str; 13] = [
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "token",
+        "secret",
+        "key",
+        "apikey",
+        "credential",
+        "credentials",
+        "cookie",
+        "auth",
+    ];
+    let word = word.replace("authorization", "auth");
+    ENDINGS.iter().any(|e| word.ends_with(e))
+}
+
+/// Longest start of a string that redaction looks at.
+const REDACT_SCAN_BYTES: usize = 8192;
+
+/// One word (no separators in it): the word as shown, and whether the
+/// next word is a credential (`Authorization:Bearer` then the token).
+fn redact_word(word: &str, after_user_flag: bool) -> (String, bool) {
     if secret_shaped(word) {
-        return REDACTED.into();
-    }
-    // name=value, --name=value
-    if let Some((name, value)) = word.split_once('=')
-        && !value.is_empty()
-    {
-        if secret_name(name) || secret_shaped(value) {
-            return format!("{name}={REDACTED}");
-        }
-        return format!("{name}={}", redact_word(value));
+        return (REDACTED.into(), false);
     }
     // scheme://user:password@host...
     if let Some((scheme, after)) = word.split_once("://") {
@@ -146,10 +183,36 @@ fn redact_word(word: &str) -> String {
         if let Some(at) = after[..authority_end].rfind('@')
             && let Some(colon) = after[..at].find(':')
         {
-            return format!("{scheme}://{}:{REDACTED}{}", &after[..colon], &after[at..]);
+            return (
+                format!("{scheme}://{}:{REDACTED}{}", &after[..colon], &after[at..]),
+                false,
+            );
         }
+        return (word.into(), false);
     }
-    word.into()
+    // curl -u user:password
+    if after_user_flag && let Some((user, _)) = word.split_once(':') {
+        return (format!("{user}:{REDACTED}"), false);
+    }
+    // mysql -pPASSWORD
+    if word.len() > 2 && word.starts_with("-p") && !word.starts_with("--") {
+        return (format!("-p{REDACTED}"), false);
+    }
+    // name=value, --name=value, name:value, and chains of them: a secret
+    // name or any credential-shaped piece hides everything after the name.
+    if let Some(i) = word.find(['=', ':']) {
+        let (name, value) = (&word[..i], &word[i + 1..]);
+        if value.is_empty() {
+            return (word.into(), false);
+        }
+        // `Authorization:Bearer` then the token as the next word.
+        let scheme = ["bearer", "basic", "token"].contains(&value.to_ascii_lowercase().as_str());
+        if secret_name(name) || value.split(['=', ':']).any(secret_shaped) {
+            return (format!("{name}{}{REDACTED}", &word[i..=i]), scheme);
+        }
+        return (word.into(), scheme);
+    }
+    (word.into(), false)
 }
 
 /// A bounded, redacted copy of tool arguments for the trace: values under
@@ -165,7 +228,9 @@ pub fn redact(value: &Value) -> Value {
             Value::Object(m) => Value::Object(
                 m.iter()
                     .map(|(k, v)| {
-                        if secret_name(k) {
+                        // Typed input (`write_stdin` chars, a command's
+                        // stdin) is where passwords go at a prompt.
+                        if secret_name(k) || matches!(k.as_str(), "chars" | "stdin") {
                             (k.clone(), json!(REDACTED))
                         } else {
                             (k.clone(), go(v, depth + 1))
@@ -282,6 +347,40 @@ mod tests {
             ),
             ("echo AKIAABCDEFGHIJKLMNOP".into(), "echo [REDACTED]"),
             ("cargo test --workspace".into(), "cargo test --workspace"),
+            (
+                "mysql -pHunter2 -u root".into(),
+                "mysql -p[REDACTED] -u root",
+            ),
+            (
+                "keytool -storepass hunter2 -list".into(),
+                "keytool -storepass [REDACTED] -list",
+            ),
+            (
+                "curl -u bob:hunter2 https://x".into(),
+                "curl -u bob:[REDACTED] https://x",
+            ),
+            (
+                r#"{"password":"hunter2"}"#.into(),
+                r#"{"password":"[REDACTED]"}"#,
+            ),
+            ("API_KEY = 'hunter2'".into(), "API_KEY = '[REDACTED]'"),
+            (
+                "machine h login u password hunter2".into(),
+                "machine h login u password [REDACTED]",
+            ),
+            (
+                "aws configure set aws_secret_access_key hunter2".into(),
+                "aws configure set aws_secret_access_key [REDACTED]",
+            ),
+            (
+                "curl -H Authorization:Bearer hunter2".into(),
+                "curl -H Authorization:[REDACTED] [REDACTED]",
+            ),
+            (
+                "curl -H X-Auth:Bearer hunter2 x".into(),
+                "curl -H X-Auth:[REDACTED] [REDACTED] x",
+            ),
+            ("x=y=ghp_abcdefghijklmnop".into(), "x=[REDACTED]"),
             ("ls src/key_handling.rs".into(), "ls src/key_handling.rs"),
         ];
         for (input, want) in cases {
@@ -290,6 +389,18 @@ mod tests {
         assert_eq!(
             redact_text("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nabc"),
             "[REDACTED]"
+        );
+    }
+
+    #[test]
+    fn long_chains_neither_recurse_nor_take_long() {
+        let chain = "a=".repeat(200_000);
+        let out = redact_text(&chain);
+        assert!(out.len() <= REDACT_SCAN_BYTES + 16);
+        let v = redact(&json!({"chars": "hunter2\n", "stdin": "pw"}));
+        assert_eq!(
+            (v["chars"].clone(), v["stdin"].clone()),
+            (json!(REDACTED), json!(REDACTED))
         );
     }
 

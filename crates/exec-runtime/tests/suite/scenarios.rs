@@ -532,3 +532,58 @@ async fn workdir_is_entered_beneath_the_root() {
         assert!(format!("{e:?}").contains(want), "{workdir}: {e:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_shutdown_nothing_starts_and_a_racing_start_ends() {
+    let f = fixture(PermissionMode::Trusted);
+    let rt = f.rt.clone();
+    // Starts racing the shutdown: each either never starts or is killed.
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let rt = rt.clone();
+            tokio::spawn(async move {
+                rt.exec(
+                    req(&format!("sleep 30{i}")),
+                    Duration::from_millis(50),
+                    std::future::pending(),
+                    1 << 10,
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::task::spawn_blocking({
+        let rt = rt.clone();
+        move || rt.shutdown()
+    })
+    .await
+    .unwrap();
+    for r in racers {
+        let _ = r.await.unwrap();
+    }
+    let e = run_err(&f, req("true")).await;
+    assert!(e.to_string().contains("shutting down"), "{e}");
+    // Nothing of any racer is left.
+    let deadline = Instant::now() + 10 * SEC;
+    loop {
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 30[0-7]$"])
+            .output()
+            .unwrap();
+        if left.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a racing command survived shutdown"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(rt.active(), 0);
+}
+
+async fn run_err(f: &Fixture, r: ExecRequest) -> ExecError {
+    f.rt.exec(r, SEC, std::future::pending(), 1 << 10)
+        .await
+        .unwrap_err()
+}

@@ -208,6 +208,13 @@ fn trace_file_alone_traces_arguments_with_secret_values_redacted() {
         "search_text",
         json!({"query": format!("password={token}")}),
     ));
+    // A long chain of name=value pieces neither crashes nor stalls the trace.
+    let r = s.request(&call(
+        3,
+        "search_text",
+        json!({"query": "a=".repeat(50_000)}),
+    ));
+    assert!(r.get("result").is_some(), "{r}");
     s.close_stdin();
     s.wait();
     let text = std::fs::read_to_string(&trace).unwrap();
@@ -217,7 +224,7 @@ fn trace_file_alone_traces_arguments_with_secret_values_redacted() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["event"] == "tool_call")
         .collect();
-    assert_eq!(calls.len(), 2, "{text}");
+    assert_eq!(calls.len(), 3, "{text}");
     let exec = &calls[0];
     assert_eq!(exec["tool"], "exec_command");
     assert_eq!(exec["status"], "exited", "{exec}");
