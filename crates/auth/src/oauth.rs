@@ -225,28 +225,50 @@ fn html_escape(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// Redirect URIs must be https, or http on a loopback host, without a fragment.
+/// Redirect URIs must be https, or http on a loopback host, without a
+/// fragment, without userinfo (`http://127.0.0.1:80@evil.example/cb` names
+/// evil.example), and without characters a browser reads differently
+/// (backslashes, whitespace, controls). Loopback is the literal
+/// `127.0.0.1` (any 127/8 address), `[::1]`, or the name `localhost` (which
+/// desktop clients such as Claude Code use), with at most a numeric port.
 pub fn redirect_uri_allowed(uri: &str) -> bool {
-    if uri.contains('#') {
+    if uri.contains('#')
+        || uri.contains('\\')
+        || uri.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return false;
     }
-    if uri.starts_with("https://") {
-        return uri.len() > "https://".len();
-    }
-    let Some(rest) = uri.strip_prefix("http://") else {
-        return false;
+    let (https, rest) = match (uri.strip_prefix("https://"), uri.strip_prefix("http://")) {
+        (Some(r), _) => (true, r),
+        (None, Some(r)) => (false, r),
+        _ => return false,
     };
-    let host = rest.split(['/', '?']).next().unwrap_or("");
-    let host = if host.starts_with('[') {
-        host.split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    if authority.is_empty() || authority.contains('@') {
+        return false;
+    }
+    if https {
+        return true;
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let Some((h, after)) = v6.split_once(']') else {
+            return false;
+        };
+        (format!("[{h}]"), after.strip_prefix(':'))
     } else {
-        host.rsplit_once(':')
-            .map_or(host.to_owned(), |(h, _)| h.to_owned())
+        match authority.split_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (authority.to_owned(), None),
+        }
     };
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return false;
+    }
+    host == "localhost"
+        || host == "[::1]"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The resource this server protects, for a base URL.
@@ -777,6 +799,12 @@ mod tests {
             "javascript:alert(1)",
             "https://x/cb#frag",
             "http://localhost.evil.example/cb",
+            "http://127.0.0.1:80@evil.example/cb",
+            "http://[::1]@evil.example/cb",
+            "https://user@app.example/cb",
+            "http://127.0.0.1\\@evil.example/cb",
+            "http://127.0.0.1:x/cb",
+            "http://127.0.0.1 /cb",
         ] {
             assert!(!redirect_uri_allowed(bad), "{bad}");
         }

@@ -666,3 +666,35 @@ fn basic_credentials_and_a_form_client_id_must_agree() {
         (401, json!("invalid_client"))
     );
 }
+
+#[test]
+fn redirect_uris_with_userinfo_are_not_loopback() {
+    // Issue "The server stays up", item 5: `http://127.0.0.1:80@evil.example/cb`
+    // names evil.example; it must not pass as a loopback redirect.
+    let s = start(&[]);
+    for uri in [
+        "http://127.0.0.1:80@evil.example/cb",
+        "http://[::1]@evil.example/cb",
+        "http://127.0.0.1\\@evil.example/cb",
+        "https://user@app.example/cb",
+    ] {
+        let body =
+            json!({"redirect_uris": [uri], "token_endpoint_auth_method": "none"}).to_string();
+        let r = s.raw_request(
+            "POST",
+            "/oauth/register",
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 400, "{uri}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["error"], "invalid_redirect_uri", "{uri}");
+    }
+    let body = json!({"redirect_uris": ["http://127.0.0.1:8765/cb"], "token_endpoint_auth_method": "none"}).to_string();
+    let r = s.raw_request(
+        "POST",
+        "/oauth/register",
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
