@@ -18,10 +18,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ctm_protocol_eras::{
-    Cancellation, ContextSeed, Dispatcher, Prepared, WaitBudget, prepare, run_call,
+    Cancellation, ContextSeed, Dispatcher, ErrorCode, Prepared, RpcError, WaitBudget,
+    error_response, prepare, run_call,
 };
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -53,8 +54,21 @@ where
     let mut line = Vec::new();
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line).await? == 0 {
-            break;
+        match read_line(&mut reader, &mut line, MAX_LINE_BYTES).await? {
+            Line::End => break,
+            Line::Read => {}
+            Line::TooLong(len) => {
+                // Read to its end and dropped: memory stays bounded, and
+                // the next line is served as usual.
+                let error = RpcError::new(
+                    ErrorCode::ParseError,
+                    format!("the message is {len} bytes; a line may hold at most {MAX_LINE_BYTES}"),
+                    "line_too_long",
+                )
+                .with_data("max_bytes", serde_json::json!(MAX_LINE_BYTES));
+                let _ = tx.send(error_response(Some(&Value::Null), &error));
+                continue;
+            }
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -122,6 +136,58 @@ where
     }
     drop(tx);
     writer.await.map_err(std::io::Error::other)?
+}
+
+/// The longest message line read, in bytes (16 MiB: patches of large files
+/// fit; a line beyond it is answered with -32700 and skipped, never held).
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+enum Line {
+    /// End of input.
+    End,
+    /// A line (with its newline, if any) is in the buffer.
+    Read,
+    /// A line of at least this many bytes was read and dropped.
+    TooLong(usize),
+}
+
+/// Reads one line into `buf`, keeping at most `max` bytes of it.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    let mut seen = 0usize;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if seen == 0 {
+                Line::End
+            } else if seen > max {
+                Line::TooLong(seen)
+            } else {
+                Line::Read
+            });
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if seen + take <= max {
+            buf.extend_from_slice(&chunk[..take]);
+        } else {
+            buf.clear();
+        }
+        seen += take;
+        r.consume(take);
+        if done {
+            return Ok(if seen > max {
+                Line::TooLong(seen)
+            } else {
+                Line::Read
+            });
+        }
+    }
 }
 
 fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<String, Cancellation>> {

@@ -283,3 +283,24 @@ fn odd_meta_values_keep_the_request_id_and_reasons_are_the_references() {
     let r = s.request(&json!({"jsonrpc":"2.0","id":4,"method":"ping","params":"x"}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+#[test]
+fn an_over_long_line_is_refused_and_the_next_is_served() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    // 17 MiB on one line: over the 16 MiB limit.
+    let pad = "x".repeat(17 * 1024 * 1024);
+    let r =
+        s.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": pad}}));
+    assert_eq!(
+        r["error"]["code"],
+        -32700,
+        "{}",
+        &r.to_string()[..200.min(r.to_string().len())]
+    );
+    assert_eq!(r["error"]["data"]["reason"], "line_too_long");
+    assert_eq!(r["error"]["data"]["max_bytes"], 16 * 1024 * 1024);
+    let r = s.request(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    assert_eq!(r["id"], 2);
+    assert!(r.get("result").is_some(), "{r}");
+}
