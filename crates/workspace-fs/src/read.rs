@@ -50,8 +50,11 @@ pub struct ReadOutcome {
     pub start_line: u64,
     /// Last line returned (`start_line - 1` when none).
     pub end_line: u64,
-    /// Lines in the whole file.
+    /// Lines in the whole file — or, when `total_lines_exact` is false, at
+    /// least this many (counting stops [`COUNT_AHEAD_BYTES`] past the range).
     pub total_lines: u64,
+    /// Whether `total_lines` counted the whole file.
+    pub total_lines_exact: bool,
     /// Bytes in the whole file.
     pub total_bytes: u64,
     /// A budget cut the range short.
@@ -64,6 +67,10 @@ pub struct ReadOutcome {
     /// Things worth knowing (cut line, start past the end).
     pub warnings: Vec<String>,
 }
+
+/// How far past the served range lines are counted for `total_lines`: a
+/// read of line 1 of a 32 GiB file must not read 32 GiB.
+pub const COUNT_AHEAD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Reads `req` of `path`, streaming: lines before the range are skipped
 /// without being kept, lines after it are only counted.
@@ -185,8 +192,18 @@ pub fn read_file(
     if pending_partial {
         counter.finish_line(&mut reader).map_err(io)?;
     }
-    counter.count_rest(&mut reader).map_err(io)?;
+    let total_lines_exact = counter
+        .count_rest(&mut reader, COUNT_AHEAD_BYTES)
+        .map_err(io)?;
     let total_lines = counter.total_lines();
+    let total_bytes = if total_lines_exact {
+        counter.bytes
+    } else {
+        reader
+            .get_ref()
+            .metadata()
+            .map_or(counter.bytes, |m| m.len().max(counter.bytes))
+    };
     if req.start_line > total_lines.max(1) && total_lines > 0 {
         warnings.push(format!(
             "start_line {} is past the end of the file ({total_lines} lines)",
@@ -202,7 +219,8 @@ pub fn read_file(
         start_line: req.start_line,
         end_line,
         total_lines,
-        total_bytes: counter.bytes,
+        total_lines_exact,
+        total_bytes,
         truncated_by,
         first_line_exceeds_limit,
         next_start_line,
@@ -313,13 +331,20 @@ impl Counter {
         }
     }
 
-    fn count_rest<R: Read>(&mut self, r: &mut BufReader<R>) -> std::io::Result<()> {
+    /// Counts the lines of the rest of the file, at most `limit` bytes of
+    /// it; whether it reached the end.
+    fn count_rest<R: Read>(&mut self, r: &mut BufReader<R>, limit: u64) -> std::io::Result<bool> {
+        let mut scanned = 0u64;
         loop {
             let buf = r.fill_buf()?;
             if buf.is_empty() {
-                return Ok(());
+                return Ok(true);
+            }
+            if scanned >= limit {
+                return Ok(false);
             }
             let n = buf.len();
+            scanned += n as u64;
             let newlines = memchr::memchr_iter(b'\n', buf).count() as u64;
             let ends_open = buf[n - 1] != b'\n';
             r.consume(n);

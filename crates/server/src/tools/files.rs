@@ -96,8 +96,11 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
             .map(|a| call_text("read_file", a))
             .unwrap_or_default();
         text.push_str(&format!(
-            "[lines {}-{} of {}{why}; continue with {call}]",
-            r.start_line, r.end_line, r.total_lines
+            "[lines {}-{} of {}{}{why}; continue with {call}]",
+            r.start_line,
+            r.end_line,
+            if r.total_lines_exact { "" } else { "at least " },
+            r.total_lines
         ));
     } else if r.content.is_empty() {
         text = format!(
@@ -132,6 +135,7 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
         "output_lines": output_lines(&r.content, truncated, lines_returned),
         "output_bytes": r.content.len(),
         "total_lines": r.total_lines,
+        "total_lines_exact": r.total_lines_exact,
         "total_bytes": r.total_bytes,
         "max_bytes": max_bytes,
         "truncated": truncated,
