@@ -165,6 +165,19 @@ pub fn fs_error(e: FsError) -> ToolError {
             json!({"path": path, "problem": reason}),
             "Pass auto_resize=true, or raise max_bytes/max_width/max_height within their bounds.",
         ),
+        FsError::ImageTooManyPixels {
+            path,
+            width,
+            height,
+            max,
+        } => err(
+            "OUTPUT_TOO_LARGE",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "too_many_pixels", "width": width, "height": height, "max_pixels": max}),
+            "view_image does not decode images this large, resized or not: shrink it with a command first (e.g. ImageMagick's convert -resize), then view the copy.",
+        ),
         FsError::Root { path, reason } => err(
             "INTERNAL_ERROR",
             Internal,

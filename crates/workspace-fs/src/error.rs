@@ -72,6 +72,18 @@ pub enum FsError {
         /// Which limit.
         reason: String,
     },
+    /// The image has more pixels than `view_image` decodes to resize.
+    #[error("{path}: {width}x{height} is more than the {max} pixels view_image decodes")]
+    ImageTooManyPixels {
+        /// The file.
+        path: String,
+        /// Its width, from its header.
+        width: u32,
+        /// Its height.
+        height: u32,
+        /// The bound.
+        max: u64,
+    },
     /// The root itself is unusable.
     #[error("workspace root {path}: {reason}")]
     Root {

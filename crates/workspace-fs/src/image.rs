@@ -12,6 +12,10 @@ use crate::path::{Kind, Workspace, WorkspacePath};
 pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest image (in pixels per side) it will decode.
 const MAX_DECODE_SIDE: u32 = 20_000;
+/// Most pixels it will decode (to resize): 40 megapixels, about 160 MB of
+/// RGBA. Checked from the header before anything is decoded: a 1 MB PNG
+/// can claim 16000x16000 and cost a gigabyte.
+pub const MAX_DECODE_PIXELS: u64 = 40_000_000;
 
 /// A `view_image` request.
 #[derive(Debug, Clone, Copy)]
@@ -100,7 +104,7 @@ pub fn view_image(
         let mut limits = image::Limits::default();
         limits.max_image_width = Some(MAX_DECODE_SIDE);
         limits.max_image_height = Some(MAX_DECODE_SIDE);
-        limits.max_alloc = Some(1024 * 1024 * 1024);
+        limits.max_alloc = Some(256 * 1024 * 1024);
         r.limits(limits);
         r
     };
@@ -132,6 +136,15 @@ pub fn view_image(
                 req.max_height,
                 req.max_bytes
             ),
+        });
+    }
+    let pixels = u64::from(w) * u64::from(h);
+    if pixels > MAX_DECODE_PIXELS {
+        return Err(FsError::ImageTooManyPixels {
+            path: shown,
+            width: w,
+            height: h,
+            max: MAX_DECODE_PIXELS,
         });
     }
     let decoded = reader().decode().map_err(|e| not_image(e.to_string()))?;

@@ -805,3 +805,64 @@ fn view_image_carries_the_references_names() {
         json!({"bytes": size, "width": 4, "height": 3, "mime_type": "image/png"})
     );
 }
+
+#[test]
+fn a_read_of_the_first_line_does_not_read_a_huge_file() {
+    // Issue "The server stays up", item 8: a sparse 4 GiB file whose text is
+    // one line at the start; max_lines 1 must not scan 4 GiB of holes.
+    let ws = workspace();
+    let path = ws.path().join("sparse.txt");
+    let f = std::fs::File::create(&path).unwrap();
+    use std::io::Write;
+    // Text past the binary probe's first 8 KiB, then holes.
+    let text: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+    (&f).write_all(format!("first line\n{text}").as_bytes()).unwrap();
+    f.set_len(4 << 30).unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(
+        1,
+        "read_file",
+        json!({"path": "sparse.txt", "max_lines": 1}),
+    ));
+    let v = &r["result"]["structuredContent"];
+    assert_eq!(v["content"], "first line\n", "{r}");
+    assert_eq!(v["total_lines_exact"], false, "{v}");
+    assert_eq!(v["total_bytes"], 4u64 << 30);
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!text.contains("of 1]"), "{text}");
+}
+
+/// A PNG whose header claims `side` x `side` grey pixels, all zero (a few
+/// hundred KB compressed for 16000x16000).
+fn bomb_png(side: u32) -> Vec<u8> {
+    let script = format!(
+        "import sys, struct, zlib\nw = h = {side}\ndef chunk(t, d):\n    c = struct.pack('>I', len(d)) + t + d\n    return c + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)\nz = zlib.compressobj(9)\nrow = b'\\x00' * (w + 1)\nidat = b''.join(z.compress(row) for _ in range(h)) + z.flush()\nsys.stdout.buffer.write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 0, 0, 0, 0)) + chunk(b'IDAT', idat) + chunk(b'IEND', b''))\n"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+#[test]
+fn view_image_refuses_a_decompression_bomb_from_its_header() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("bomb.png"), bomb_png(16_000)).unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(
+        1,
+        "view_image",
+        json!({"path": "bomb.png", "auto_resize": true}),
+    ));
+    let e = &r["result"]["structuredContent"]["error"];
+    assert_eq!(e["code"], "OUTPUT_TOO_LARGE", "{r}");
+    assert_eq!(e["details"]["reason"], "too_many_pixels");
+    assert_eq!(e["details"]["width"], 16_000);
+    // The server still serves.
+    let r = s.request(&call(2, "list_files", json!({})));
+    assert_eq!(r["result"]["structuredContent"]["ok"], true);
+}
