@@ -88,6 +88,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     // Short load runs over both transports (`cargo xtask load` runs 60 s on demand).
     crate::load::run(&["--secs".into(), "10".into()])?;
     crate::load::run(&["--secs".into(), "10".into(), "--stdio".into()])?;
+    // The same with hostile clients alongside (issue 17).
+    crate::load::run(&["--secs".into(), "10".into(), "--abuse".into()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }

@@ -5,6 +5,12 @@
 //! Each client patches its own counter file, so a lost or doubled patch
 //! shows as a wrong count. Prints requests, errors, p50/p99 and the server's
 //! peak RSS; fails on any error or lost update.
+//!
+//! `--abuse` (HTTP): the server runs with a bearer token and OAuth, the
+//! normal clients authenticate, and hostile clients run alongside — slow
+//! bodies on `/mcp` and `/oauth/register`, a registration flood with large
+//! metadata, wrong bearer tokens and wrong authorize passwords. The normal
+//! clients must still see 0 errors.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -23,7 +29,8 @@ use crate::conformance::{http_post_raw, parse_response, start_http};
 
 /// How the clients reach the server.
 enum Link {
-    Http(String),
+    /// The `/mcp` URL, and the bearer token to send (with `--abuse`).
+    Http(String, Option<String>),
     Stdio(Arc<Pipeline>),
 }
 
@@ -94,12 +101,15 @@ impl Pipeline {
 
 fn call(link: &Link, tool: &str, args: Value) -> Result<Value> {
     let (status, answer) = match link {
-        Link::Http(url) => {
+        Link::Http(url, token) => {
             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
-            let headers = vec![(
+            let mut headers = vec![(
                 "Accept".to_owned(),
                 "application/json, text/event-stream".to_owned(),
             )];
+            if let Some(t) = token {
+                headers.push(("Authorization".to_owned(), format!("Bearer {t}")));
+            }
             let (status, answer) =
                 parse_response(&http_post_raw(url, &body.to_string(), &headers)?)?;
             (status, answer.context("no JSON answer")?)
@@ -157,11 +167,12 @@ fn peak_rss_kib(pid: u32) -> Result<u64> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut secs, mut clients, mut stdio) = (60u64, 16usize, false);
+    let (mut secs, mut clients, mut stdio, mut abuse) = (60u64, 16usize, false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--stdio" => stdio = true,
+            "--abuse" => abuse = true,
             "--secs" => secs = it.next().context("--secs N")?.parse()?,
             "--clients" => clients = it.next().context("--clients N")?.parse()?,
             other => bail!("unknown load argument: {other}"),
@@ -182,14 +193,38 @@ pub fn run(args: &[String]) -> Result<()> {
             .spawn()?;
         let pipeline = Pipeline::start(&mut child)?;
         (child, Link::Stdio(pipeline))
+    } else if abuse {
+        let token = "load-token-0123456789abcdef";
+        let (child, url) = start_http(
+            &binary,
+            ws.path(),
+            &[
+                "--permission-mode",
+                "trusted",
+                "--oauth-mode",
+                "--auth-token",
+                token,
+            ],
+            &[("CODING_TOOLS_MCP_OAUTH_PASSWORD", "load-password-42")],
+        )?;
+        (child, Link::Http(url, Some(token.to_owned())))
     } else {
         let (child, url) = start_http(&binary, ws.path(), &trusted, &[])?;
-        (child, Link::Http(url))
+        (child, Link::Http(url, None))
     };
     let link = &link;
     let pid = server.id();
     let until = Instant::now() + Duration::from_secs(secs);
+    let hostile = AtomicU64::new(0);
+    let hostile = &hostile;
     let result = std::thread::scope(|scope| -> Result<(Vec<Duration>, usize)> {
+        if let (true, Link::Http(url, _)) = (abuse, link) {
+            let base = url.trim_end_matches("/mcp").to_owned();
+            for kind in 0..6 {
+                let base = base.clone();
+                scope.spawn(move || abuser(kind, &base, until, hostile));
+            }
+        }
         let workers: Vec<_> = (0..clients)
             .map(|c| {
                 scope.spawn(move || -> Result<(Vec<Duration>, usize)> {
@@ -262,12 +297,91 @@ pub fn run(args: &[String]) -> Result<()> {
     let pct =
         |q: f64| times[((times.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0;
     println!(
-        "load: {clients} clients x {secs} s over {}: {} requests, 0 errors, {patches} patches none lost, p50 {:.2} ms, p99 {:.2} ms, server peak RSS {:.1} MiB",
+        "load: {clients} clients x {secs} s over {}: {} requests, 0 errors, {patches} patches none lost, p50 {:.2} ms, p99 {:.2} ms, server peak RSS {:.1} MiB{}",
         if stdio { "stdio, pipelined" } else { "HTTP" },
         times.len(),
         pct(0.5),
         pct(0.99),
-        rss? as f64 / 1024.0
+        rss? as f64 / 1024.0,
+        if abuse {
+            format!(
+                "; alongside {} hostile requests and connections (slow bodies, registration flood, wrong tokens and passwords)",
+                hostile.load(Ordering::Relaxed)
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(())
+}
+
+/// One hostile client until `until`: 0-1 slow bodies (on `/mcp`, on
+/// `/oauth/register`), 2 a registration flood with large metadata, 3 wrong
+/// bearer tokens, 4 wrong authorize passwords, 5 many idle connections.
+/// What the server answers does not matter; that the normal clients are
+/// served does.
+fn abuser(kind: usize, base: &str, until: Instant, count: &AtomicU64) {
+    use std::io::{Read, Write as _};
+    let hostport = base.trim_start_matches("http://").to_owned();
+    let post = |path: &str, headers: &str, body: &[u8]| {
+        if let Ok(mut s) = std::net::TcpStream::connect(&hostport) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nContent-Length: {}\r\n{headers}\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(body);
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+        }
+        count.fetch_add(1, Ordering::Relaxed);
+    };
+    while Instant::now() < until {
+        match kind {
+            0 | 1 => {
+                // Eight connections at a time, each promising 1000 bytes
+                // and sending one a second.
+                let path = if kind == 0 { "/mcp" } else { "/oauth/register" };
+                let conns: Vec<_> = (0..8)
+                    .filter_map(|_| std::net::TcpStream::connect(&hostport).ok())
+                    .collect();
+                for mut c in &conns {
+                    let _ = c.write_all(format!("POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{").as_bytes());
+                }
+                count.fetch_add(conns.len() as u64, Ordering::Relaxed);
+                for _ in 0..3 {
+                    std::thread::sleep(Duration::from_secs(1));
+                    for mut c in &conns {
+                        let _ = c.write_all(b" ");
+                    }
+                }
+            }
+            2 => {
+                let uris: Vec<String> = (0..50)
+                    .map(|i| format!("http://127.0.0.1:{}/cb/{}", 1000 + i, "x".repeat(1000)))
+                    .collect();
+                let body = json!({"redirect_uris": uris, "client_name": "flood", "token_endpoint_auth_method": "none"}).to_string();
+                post("/oauth/register", "Content-Type: application/json\r\n", body.as_bytes());
+            }
+            3 => post(
+                "/mcp",
+                "Content-Type: application/json\r\nAuthorization: Bearer wrong-token\r\n",
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            ),
+            4 => post(
+                "/oauth/authorize",
+                "Content-Type: application/x-www-form-urlencoded\r\n",
+                b"password=wrong&client_id=x&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcb&response_type=code&code_challenge=abc&code_challenge_method=S256",
+            ),
+            _ => {
+                // Idle connections that never send a byte.
+                let conns: Vec<_> = (0..16)
+                    .filter_map(|_| std::net::TcpStream::connect(&hostport).ok())
+                    .collect();
+                count.fetch_add(conns.len() as u64, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        }
+    }
 }
