@@ -860,14 +860,14 @@ fn registration_flood_is_capped_and_metadata_is_bounded() {
 fn unused_registrations_expire() {
     let s = start(&[
         ("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS", "5"),
-        ("CODING_TOOLS_MCP_OAUTH_UNUSED_CLIENT_TTL", "1"),
+        ("CODING_TOOLS_MCP_OAUTH_UNUSED_CLIENT_TTL", "3"),
     ]);
     let c = s.from("127.0.0.1");
     let ok = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
     let first = register_from(&c, &ok);
     assert_eq!(first.status, 201);
     assert_eq!(register_from(&c, &ok).status, 429);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(std::time::Duration::from_millis(3500));
     let (_, challenge) = pkce();
     let id = first.json()["client_id"].as_str().unwrap().to_owned();
     let base = format!("http://{}", s.addr);
