@@ -18,8 +18,10 @@ mod form;
 mod oauth;
 
 pub use oauth::{
-    AuthRequest, AuthResponse, ClientAuth, OAuthConfig, OAuthConfigError, OAuthServer,
-    parse_token_secret, random_token, redirect_uri_allowed, resource_url,
+    AuthRequest, AuthResponse, ClientAuth, DEFAULT_MAX_CLIENTS, DEFAULT_UNUSED_CLIENT_TTL,
+    MAX_CLIENT_NAME_CHARS, MAX_PENDING_CODES, MAX_REDIRECT_URI_BYTES, MAX_REDIRECT_URIS,
+    OAuthConfig, OAuthConfigError, OAuthServer, parse_token_secret, random_token,
+    redirect_uri_allowed, resource_url,
 };
 pub use ring::rand::SystemRandom;
 
@@ -79,6 +81,12 @@ impl BearerToken {
     pub fn verify_header(&self, header: &[u8]) -> bool {
         bearer_credential(header).is_some_and(|t| self.verify(t))
     }
+}
+
+/// The SHA-256 digest of a presented credential, to remember one that
+/// worked without keeping it.
+pub fn credential_digest(bytes: &[u8]) -> [u8; 32] {
+    sha256(bytes)
 }
 
 /// The credential of a `Bearer` authorization header.

@@ -3,8 +3,9 @@
 //! tokens bound to this server's resource.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -30,8 +31,10 @@ pub struct AuthRequest<'a> {
     pub content_type: Option<&'a str>,
     /// The body.
     pub body: &'a [u8],
-    /// This server's public base URL for this request (`http://host:port`).
+    /// This server's canonical base URL (`http://host:port`).
     pub base_url: &'a str,
+    /// The client's address, when known (registrations are capped per address).
+    pub client_ip: Option<IpAddr>,
 }
 
 /// What to answer.
@@ -127,7 +130,34 @@ struct Client {
     secret_digest: Option<[u8; 32]>,
     redirect_uris: Vec<String>,
     auth: ClientAuth,
+    /// Dynamic registrations only: when, from where, and whether the client
+    /// ever obtained a token. Pre-registered clients have `None`.
+    dynamic: Option<Registration>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Registration {
+    at: Instant,
+    from: Option<IpAddr>,
+    completed: bool,
+}
+
+impl Client {
+    /// A dynamic client that never completed a flow within `ttl`.
+    fn expired(&self, now: Instant, ttl: Duration) -> bool {
+        self.dynamic
+            .is_some_and(|r| !r.completed && now.duration_since(r.at) >= ttl)
+    }
+}
+
+/// Most redirect URIs one registration may carry (as the reference).
+pub const MAX_REDIRECT_URIS: usize = 10;
+/// Longest redirect URI, in bytes (as the reference).
+pub const MAX_REDIRECT_URI_BYTES: usize = 2048;
+/// Longest `client_name`, in characters (as the reference).
+pub const MAX_CLIENT_NAME_CHARS: usize = 200;
+/// Most unexpired authorization codes held at once.
+pub const MAX_PENDING_CODES: usize = 1024;
 
 #[derive(Debug, Clone)]
 struct Code {
@@ -152,7 +182,18 @@ pub struct OAuthConfig {
     pub code_ttl: Duration,
     /// A pre-registered client: id, secret (None = public), redirect URIs.
     pub preregistered: Option<(String, Option<String>, Vec<String>)>,
+    /// Most dynamically registered clients alive at once; one address may
+    /// hold a tenth of them (at least one) that never completed a flow.
+    pub max_clients: usize,
+    /// How long a dynamically registered client that never obtained a
+    /// token stays registered.
+    pub unused_client_ttl: Duration,
 }
+
+/// Default of [`OAuthConfig::max_clients`].
+pub const DEFAULT_MAX_CLIENTS: usize = 1000;
+/// Default of [`OAuthConfig::unused_client_ttl`].
+pub const DEFAULT_UNUSED_CLIENT_TTL: Duration = Duration::from_secs(3600);
 
 /// Why a configuration is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -302,6 +343,7 @@ impl OAuthServer {
                     } else {
                         ClientAuth::None
                     },
+                    dynamic: None,
                 },
             );
         }
@@ -380,6 +422,19 @@ impl OAuthServer {
         let Some(uris) = meta.get("redirect_uris").and_then(Value::as_array) else {
             return AuthResponse::error(400, "invalid_redirect_uri", "redirect_uris is required");
         };
+        if uris.len() > MAX_REDIRECT_URIS
+            || uris
+                .iter()
+                .any(|u| u.as_str().is_none_or(|u| u.len() > MAX_REDIRECT_URI_BYTES))
+        {
+            return AuthResponse::error(
+                400,
+                "invalid_redirect_uri",
+                &format!(
+                    "redirect_uris must hold 1 to {MAX_REDIRECT_URIS} strings of at most {MAX_REDIRECT_URI_BYTES} bytes"
+                ),
+            );
+        }
         let uris: Vec<String> = uris
             .iter()
             .filter_map(Value::as_str)
@@ -422,22 +477,75 @@ impl OAuthServer {
                 ));
             }
         }
+        let client_name = match meta.get("client_name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(n)) if n.chars().count() <= MAX_CLIENT_NAME_CHARS => Some(n.clone()),
+            Some(_) => {
+                return bad(&format!(
+                    "client_name must be a string of at most {MAX_CLIENT_NAME_CHARS} characters"
+                ));
+            }
+        };
         let (Ok(id), Ok(secret)) = (random_token(&self.rng, 16), random_token(&self.rng, 32))
         else {
             return AuthResponse::error(500, "server_error", "no randomness");
         };
         let confidential = auth != ClientAuth::None;
-        self.clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
+        {
+            let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let ttl = self.cfg.unused_client_ttl;
+            clients.retain(|_, c| !c.expired(now, ttl));
+            let max = self.cfg.max_clients.max(1);
+            let live = clients.values().filter(|c| c.dynamic.is_some()).count();
+            let pending_here = clients
+                .values()
+                .filter(|c| {
+                    c.dynamic
+                        .is_some_and(|r| !r.completed && r.from == req.client_ip)
+                })
+                .count();
+            let full = if live >= max {
+                Some("the server holds as many registered clients as it allows")
+            } else if pending_here >= (max / 10).max(1) {
+                Some("this address holds as many unused client registrations as it may")
+            } else {
+                None
+            };
+            if let Some(why) = full {
+                // The oldest unused registration expires first.
+                let retry = clients
+                    .values()
+                    .filter_map(|c| c.dynamic.filter(|r| !r.completed))
+                    .map(|r| ttl.saturating_sub(now.duration_since(r.at)).as_secs())
+                    .min()
+                    .unwrap_or(ttl.as_secs())
+                    .max(1);
+                let mut r = AuthResponse::error(
+                    429,
+                    "temporarily_unavailable",
+                    &format!(
+                        "{why}; registrations that never obtain a token expire after {} s",
+                        ttl.as_secs()
+                    ),
+                );
+                r.headers.push(("retry-after".into(), retry.to_string()));
+                return r;
+            }
+            clients.insert(
                 id.clone(),
                 Client {
                     secret_digest: confidential.then(|| sha(secret.as_bytes())),
                     redirect_uris: uris.clone(),
                     auth,
+                    dynamic: Some(Registration {
+                        at: now,
+                        from: req.client_ip,
+                        completed: false,
+                    }),
                 },
             );
+        }
         let mut out = json!({
             "client_id": id,
             "client_id_issued_at": now_secs(),
@@ -450,8 +558,8 @@ impl OAuthServer {
             out["client_secret"] = json!(secret);
             out["client_secret_expires_at"] = json!(0);
         }
-        if let Some(name) = meta.get("client_name") {
-            out["client_name"] = name.clone();
+        if let Some(name) = client_name {
+            out["client_name"] = json!(name);
         }
         AuthResponse::json(201, &out)
     }
@@ -465,7 +573,9 @@ impl OAuthServer {
         let client_id = p.get("client_id").cloned().unwrap_or_default();
         let redirect_uri = p.get("redirect_uri").cloned().unwrap_or_default();
         let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(client) = clients.get(&client_id) else {
+        let now = Instant::now();
+        let ttl = self.cfg.unused_client_ttl;
+        let Some(client) = clients.get(&client_id).filter(|c| !c.expired(now, ttl)) else {
             return Err(AuthResponse::html(
                 400,
                 "<p>Unknown client_id. Register the client first (POST /oauth/register).</p>"
@@ -582,7 +692,17 @@ impl OAuthServer {
             .get("resource")
             .and_then(|r| canonical_resource(r, base))
             .unwrap_or_else(|| resource_url(base));
-        self.codes.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        let mut codes = self.codes.lock().unwrap_or_else(|e| e.into_inner());
+        let now = SystemTime::now();
+        codes.retain(|_, c| c.expires > now);
+        if codes.len() >= MAX_PENDING_CODES {
+            return AuthResponse::error(
+                503,
+                "temporarily_unavailable",
+                "too many authorization codes are pending; retry shortly",
+            );
+        }
+        codes.insert(
             code.clone(),
             Code {
                 client_id,
@@ -590,9 +710,10 @@ impl OAuthServer {
                 challenge: p.get("code_challenge").cloned().unwrap_or_default(),
                 resource,
                 scope: p.get("scope").cloned().unwrap_or_else(|| "mcp".into()),
-                expires: SystemTime::now() + self.cfg.code_ttl,
+                expires: now + self.cfg.code_ttl,
             },
         );
+        drop(codes);
         let mut loc = format!(
             "{redirect_uri}{}code={code}",
             if redirect_uri.contains('?') { '&' } else { '?' }
@@ -681,7 +802,11 @@ impl OAuthServer {
         }
         {
             let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(client) = clients.get(&client_id) else {
+            let ttl = self.cfg.unused_client_ttl;
+            let Some(client) = clients
+                .get(&client_id)
+                .filter(|c| !c.expired(Instant::now(), ttl))
+            else {
                 return invalid_client();
             };
             if client.auth != method {
@@ -739,6 +864,15 @@ impl OAuthServer {
                 "invalid_target",
                 "the code was issued for another resource",
             );
+        }
+        if let Some(r) = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&client_id)
+            .and_then(|c| c.dynamic.as_mut())
+        {
+            r.completed = true;
         }
         let ttl = self.cfg.token_ttl.as_secs();
         let token = self.mint(&code.resource, &client_id, &code.scope, now_secs() + ttl);
@@ -818,6 +952,8 @@ mod tests {
             token_ttl: Duration::from_secs(60),
             code_ttl: Duration::from_secs(60),
             preregistered: None,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            unused_client_ttl: DEFAULT_UNUSED_CLIENT_TTL,
         });
         let good = s.mint("http://h:1/mcp", "c", "mcp", now_secs() + 60);
         assert_eq!(s.verify(&good, "http://h:1"), Ok(()));

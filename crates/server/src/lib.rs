@@ -277,6 +277,7 @@ async fn run(
         header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
         body_read_timeout: Duration::from_secs(limits.body_read_timeout_secs),
         max_connections: limits.max_http_connections,
+        max_connections_per_ip: limits.max_http_connections_per_ip,
         shutdown_grace: Duration::from_secs(limits.shutdown_grace_secs),
         bearer: server
             .config
@@ -292,6 +293,12 @@ async fn run(
                 v.trim().to_ascii_lowercase().as_str(),
                 "1" | "true" | "yes" | "on"
             )
+        }),
+        events: server.trace.enabled().then(|| {
+            let s = server.clone();
+            ctm_transport_http::EventSink(Arc::new(move |name, fields| {
+                s.trace.event(name, fields);
+            }))
         }),
     };
     let stopped = Arc::new(std::sync::OnceLock::new());
@@ -362,6 +369,18 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
     };
     let token_ttl = secs("CODING_TOOLS_MCP_OAUTH_TOKEN_TTL", 24 * 3600)?;
     let code_ttl = secs("CODING_TOOLS_MCP_OAUTH_CODE_TTL", 300)?;
+    let unused_client_ttl = secs(
+        "CODING_TOOLS_MCP_OAUTH_UNUSED_CLIENT_TTL",
+        ctm_auth::DEFAULT_UNUSED_CLIENT_TTL.as_secs(),
+    )?;
+    let max_clients = match env("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS") {
+        None => ctm_auth::DEFAULT_MAX_CLIENTS,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS must be a positive number")?,
+    };
     // Printed only once every other setting is known to be valid, so a
     // configuration error is the single line on stderr.
     let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
@@ -380,6 +399,8 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
         token_ttl: std::time::Duration::from_secs(token_ttl),
         code_ttl: std::time::Duration::from_secs(code_ttl),
         preregistered,
+        max_clients,
+        unused_client_ttl: std::time::Duration::from_secs(unused_client_ttl),
     }))
 }
 

@@ -21,6 +21,8 @@ pub struct Limits {
     pub body_read_timeout_secs: u64,
     /// HTTP connections served at once.
     pub max_http_connections: usize,
+    /// HTTP connections one client address (IPv4, or IPv6 /64) may hold.
+    pub max_http_connections_per_ip: usize,
     /// How long shutdown waits for in-flight HTTP requests.
     pub shutdown_grace_secs: u64,
     /// Project-context budgets.
@@ -38,6 +40,7 @@ impl Limits {
             header_read_timeout_secs: 10,
             body_read_timeout_secs: 10,
             max_http_connections: 256,
+            max_http_connections_per_ip: 64,
             shutdown_grace_secs: 5,
             context: ContextLimits::default(),
             retention: RetentionBudget::default(),
@@ -54,6 +57,7 @@ impl Limits {
             "header_read_timeout_secs": self.header_read_timeout_secs,
             "body_read_timeout_secs": self.body_read_timeout_secs,
             "max_http_connections": self.max_http_connections,
+            "max_http_connections_per_ip": self.max_http_connections_per_ip,
             "project_context": {
                 "max_files": c.max_files,
                 "per_file_bytes": c.per_file_bytes,

@@ -12,12 +12,20 @@
 //! The server card is served at `/.well-known/mcp.json` and
 //! `/.well-known/mcp/server-card.json`.
 //!
+//! Every request must name this server in `Host` (`403` otherwise; see
+//! `host`), which also fixes the canonical URL OAuth issues and verifies
+//! tokens for. Each client address may hold a bounded share of the
+//! connection slots, and failed credentials from an address make it back off
+//! (`429` with `Retry-After`; see `throttle`).
+//!
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
+mod host;
 mod length;
 mod origin;
 mod service;
+mod throttle;
 
 pub use origin::is_loopback_origin;
-pub use service::{BUDGET_HEADER, HttpConfig, serve};
+pub use service::{BUDGET_HEADER, EventSink, HttpConfig, serve};

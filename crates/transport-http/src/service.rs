@@ -1,10 +1,15 @@
 //! The hyper service: routing, transport refusals, and the protocol pipeline.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "a refusal response is built once per refused request"
+)]
+
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctm_protocol_eras::{
@@ -20,8 +25,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use crate::host::{Arrival, Configured, HostRefusal, canonical_base};
 use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
+use crate::throttle::{Backoff, ConnectionCounts, Credential};
 
 /// The per-request wait-budget header (client contract notes §3).
 pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
@@ -51,6 +58,9 @@ pub struct HttpConfig {
     /// Connections served at once; further clients wait in the listen
     /// backlog until one ends.
     pub max_connections: usize,
+    /// Connections one client address (an IPv4 address, an IPv6 /64) may
+    /// hold at once; a further one is answered `429` and closed.
+    pub max_connections_per_ip: usize,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
     /// When set, `/mcp` requires `Authorization: Bearer <token>`.
@@ -58,10 +68,27 @@ pub struct HttpConfig {
     /// When set, the OAuth 2.1 authorization server is mounted and its
     /// access tokens are accepted on `/mcp`.
     pub oauth: Option<Arc<ctm_auth::OAuthServer>>,
-    /// The public base URL (`CODING_TOOLS_MCP_SERVER_URL`); else the request's host.
+    /// The public base URL (`CODING_TOOLS_MCP_SERVER_URL`): the only name
+    /// besides the server's own addresses it answers to, and the OAuth
+    /// issuer and audience (see [`crate::host`]).
     pub public_base_url: Option<String>,
     /// Honour `X-Forwarded-Proto`/`X-Forwarded-Host` (behind a trusted proxy).
     pub trust_proxy_headers: bool,
+    /// Receives transport events for the trace (`auth_failure`).
+    pub events: Option<EventSink>,
+}
+
+/// A receiver of transport events: a name and its fields.
+#[derive(Clone)]
+pub struct EventSink(pub Arc<EventFn>);
+
+/// What an [`EventSink`] calls.
+pub type EventFn = dyn Fn(&str, serde_json::Map<String, Value>) + Send + Sync;
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventSink")
+    }
 }
 
 impl HttpConfig {
@@ -70,35 +97,18 @@ impl HttpConfig {
     }
 }
 
-/// The server's base URL as the client sees it.
-fn base_url(config: &HttpConfig, headers: &HeaderMap) -> String {
-    if let Some(u) = &config.public_base_url {
-        return u.trim_end_matches('/').to_owned();
-    }
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.split(',').next().unwrap_or("").trim().to_owned())
-    };
-    let (proto, host) = if config.trust_proxy_headers {
-        (
-            header("x-forwarded-proto"),
-            header("x-forwarded-host").or_else(|| header("host")),
-        )
-    } else {
-        (None, header("host"))
-    };
-    format!(
-        "{}://{}",
-        proto.unwrap_or_else(|| "http".into()),
-        host.unwrap_or_else(|| "localhost".into())
-    )
-}
-
 struct State<D> {
     dispatcher: Arc<D>,
     config: HttpConfig,
+    configured: Option<Configured>,
+    backoff: Backoff,
+}
+
+/// Where a request came from and arrived.
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    remote: SocketAddr,
+    arrival: Arrival,
 }
 
 /// Serves connections from `listener` until `shutdown` resolves, then lets
@@ -110,7 +120,21 @@ pub async fn serve<D: Dispatcher>(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
-    let state = Arc::new(State { dispatcher, config });
+    let configured = config.public_base_url.as_deref().and_then(|u| {
+        let c = Configured::parse(u);
+        if c.is_none() {
+            tracing::warn!("CODING_TOOLS_MCP_SERVER_URL is not an http(s) URL; it is ignored");
+        }
+        c
+    });
+    let bound = listener.local_addr()?;
+    let state = Arc::new(State {
+        dispatcher,
+        config,
+        configured,
+        backoff: Backoff::default(),
+    });
+    let per_ip = Arc::new(ConnectionCounts::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let slots = Arc::new(tokio::sync::Semaphore::new(
@@ -137,6 +161,18 @@ pub async fn serve<D: Dispatcher>(
                         continue;
                     }
                 };
+                let Some(permit) = per_ip.acquire(peer.ip(), state.config.max_connections_per_ip) else {
+                    tracing::debug!("{peer}: too many connections from this address");
+                    too_many_connections(stream);
+                    continue;
+                };
+                let peer = Peer {
+                    remote: peer,
+                    arrival: Arrival {
+                        bound,
+                        local: stream.local_addr().unwrap_or(bound),
+                    },
+                };
                 let st = state.clone();
                 let svc = hyper::service::service_fn(move |req| {
                     let st = st.clone();
@@ -149,8 +185,9 @@ pub async fn serve<D: Dispatcher>(
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
-                        tracing::debug!("connection from {peer} ended: {e}");
+                        tracing::debug!("connection from {} ended: {e}", peer.remote);
                     }
+                    drop(permit);
                     drop(slot);
                 });
             }
@@ -167,11 +204,100 @@ pub async fn serve<D: Dispatcher>(
 
 type Resp = Response<Full<Bytes>>;
 
-async fn handle<D: Dispatcher>(
-    state: Arc<State<D>>,
-    req: Request<Incoming>,
-    _peer: SocketAddr,
-) -> Resp {
+/// Answers a connection over the per-address limit `429` and closes it,
+/// without reading from it (the write fits the socket buffer, or is lost).
+fn too_many_connections(stream: tokio::net::TcpStream) {
+    let body = refusal(
+        "Too many connections from this address; close one and retry",
+        "too_many_connections",
+    )
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncache-control: no-store\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(head.as_bytes());
+}
+
+/// Why a body could not be read.
+enum BodyError {
+    Timeout,
+    TooLarge,
+    Failed,
+}
+
+/// Reads a whole request body within `timeout` and `limit` bytes: the one
+/// body reader of every route.
+async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_elapsed) => Err(BodyError::Timeout),
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Ok(Err(_)) => Err(BodyError::Failed),
+    }
+}
+
+/// The declared `Content-Length`, if usable.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// Largest OAuth request body: its forms and registrations are small.
+const OAUTH_MAX_BODY_BYTES: usize = 64 * 1024;
+
+impl<D> State<D> {
+    fn event(&self, name: &str, fields: Value) {
+        if let (Some(sink), Value::Object(map)) = (&self.config.events, fields) {
+            (sink.0)(name, map);
+        }
+    }
+
+    /// `429` with `Retry-After` while `ip` waits after failed `kind` credentials.
+    fn throttled(&self, kind: Credential, ip: IpAddr, oauth_shape: bool) -> Option<Resp> {
+        let wait = self.backoff.wait(kind, ip, Instant::now())?;
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        self.event(
+            "auth_failure",
+            json!({"credential": kind.as_str(), "client": crate::throttle::client_key(ip).to_string(), "throttled": true, "retry_after_secs": secs}),
+        );
+        let message =
+            "Too many failed attempts from this address; retry after the Retry-After delay";
+        let body = if oauth_shape {
+            json!({"error": "slow_down", "error_description": message})
+        } else {
+            refusal(message, "too_many_failed_attempts")
+        };
+        let mut r = respond(StatusCode::TOO_MANY_REQUESTS, Some(&body));
+        if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        Some(r)
+    }
+
+    fn failed(&self, kind: Credential, ip: IpAddr) {
+        let f = self.backoff.fail(kind, ip, Instant::now());
+        if f.delay > Duration::ZERO && f.failures == crate::throttle::FREE_FAILURES + 1 {
+            tracing::warn!(
+                "{ip}: {} failed {} attempts; backing off",
+                kind.as_str(),
+                f.failures
+            );
+        }
+        self.event(
+            "auth_failure",
+            json!({"credential": kind.as_str(), "client": crate::throttle::client_key(ip).to_string(), "throttled": false, "failures": f.failures, "retry_after_secs": f.delay.as_secs()}),
+        );
+    }
+}
+
+async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, peer: Peer) -> Resp {
+    let base = match base_url(&state, &req, peer.arrival) {
+        Ok(b) => b,
+        Err(refusal) => return refusal,
+    };
     let origin = req
         .headers()
         .get(header::ORIGIN)
@@ -192,11 +318,10 @@ async fn handle<D: Dispatcher>(
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
-        oauth(&state, req).await
+        oauth(&state, req, &base, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(why) = authorized(&state.config, req.headers()) {
-            let oauth = state.config.oauth.is_some();
-            unauthorized(&base_url(&state.config, req.headers()), oauth, why)
+        if let Err(refused) = authorized(&state, req.headers(), &base, peer.remote.ip()) {
+            refused
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
         } else {
@@ -238,30 +363,102 @@ async fn handle<D: Dispatcher>(
     resp
 }
 
+/// The canonical base URL of this request (see [`crate::host`]), or the
+/// refusal of a `Host` that does not name this server.
+fn base_url<D>(
+    state: &State<D>,
+    req: &Request<Incoming>,
+    arrival: Arrival,
+) -> Result<String, Resp> {
+    let hosts: Vec<&HeaderValue> = req.headers().get_all(header::HOST).iter().collect();
+    let refuse = |status: StatusCode, message: &str| {
+        let err = refusal(message, "host_not_allowed");
+        Err(respond(status, Some(&err)))
+    };
+    if hosts.len() > 1 {
+        return refuse(StatusCode::BAD_REQUEST, "Host must appear at most once");
+    }
+    // An absolute-form target's authority is what the request names (RFC 9112 §3.2.2).
+    let authority = req.uri().authority().map(|a| a.as_str().to_owned());
+    let host = match (&authority, hosts.first()) {
+        (Some(a), _) => Some(a.as_str()),
+        (None, Some(h)) => Some(h.to_str().unwrap_or("\u{0}")),
+        (None, None) => None,
+    };
+    let first = |name: &str| {
+        req.headers().get(name).map(|v| {
+            v.to_str()
+                .unwrap_or("\u{0}")
+                .split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+        })
+    };
+    let forwarded = if state.config.trust_proxy_headers {
+        first("x-forwarded-host").map(|h| (h, first("x-forwarded-proto")))
+    } else {
+        None
+    };
+    match canonical_base(state.configured.as_ref(), arrival, host, forwarded) {
+        Ok(b) => Ok(b),
+        Err(HostRefusal::Foreign) => refuse(
+            StatusCode::FORBIDDEN,
+            "Host not allowed: this server answers only to its own addresses (loopback names on a loopback connection) and CODING_TOOLS_MCP_SERVER_URL",
+        ),
+    }
+}
+
 /// `Ok` when no auth is configured or a configured credential matches;
-/// otherwise why not (`None`: no token was sent).
-fn authorized(config: &HttpConfig, headers: &HeaderMap) -> Result<(), Option<&'static str>> {
+/// otherwise the refusal: `401`, or `429` while the client backs off after
+/// failed tokens (a token that worked before is still served).
+fn authorized<D>(
+    state: &State<D>,
+    headers: &HeaderMap,
+    base: &str,
+    ip: IpAddr,
+) -> Result<(), Resp> {
+    let config = &state.config;
     if !config.auth_required() {
         return Ok(());
     }
+    let oauth = config.oauth.is_some();
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(None);
+        // No credential is no guess: the discovery step of every client.
+        return Err(unauthorized(base, oauth, None));
     };
-    if config
+    let digest = ctm_auth::credential_digest(value.as_bytes());
+    if !state.backoff.known_good(&digest)
+        && let Some(r) = state.throttled(Credential::Bearer, ip, false)
+    {
+        return Err(r);
+    }
+    let verdict = if config
         .bearer
         .as_ref()
         .is_some_and(|t| t.verify_header(value.as_bytes()))
     {
-        return Ok(());
-    }
-    let Some(token) =
-        ctm_auth::bearer_credential(value.as_bytes()).and_then(|t| std::str::from_utf8(t).ok())
-    else {
-        return Err(Some("not a Bearer token"));
+        Ok(())
+    } else {
+        match ctm_auth::bearer_credential(value.as_bytes())
+            .and_then(|t| std::str::from_utf8(t).ok())
+        {
+            None => Err("not a Bearer token"),
+            Some(token) => match &config.oauth {
+                Some(o) => o.verify(token, base),
+                None => Err("wrong token"),
+            },
+        }
     };
-    match &config.oauth {
-        Some(o) => o.verify(token, &base_url(config, headers)).map_err(Some),
-        None => Err(Some("wrong token")),
+    match verdict {
+        Ok(()) => {
+            state.backoff.succeed(Credential::Bearer, ip, Some(digest));
+            Ok(())
+        }
+        Err(why) => {
+            state.failed(Credential::Bearer, ip);
+            Err(unauthorized(base, oauth, Some(why)))
+        }
     }
 }
 
@@ -289,11 +486,15 @@ fn unauthorized(base: &str, oauth: bool, why: Option<&'static str>) -> Resp {
 }
 
 /// Hands an OAuth endpoint request to the authorization server.
-async fn oauth<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp {
+async fn oauth<D: Dispatcher>(
+    state: &State<D>,
+    req: Request<Incoming>,
+    base: &str,
+    ip: IpAddr,
+) -> Resp {
     let Some(server) = state.config.oauth.clone() else {
         return respond(StatusCode::NOT_FOUND, None);
     };
-    let base = base_url(&state.config, req.headers());
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
@@ -304,20 +505,41 @@ async fn oauth<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp 
             .map(str::to_owned)
     };
     let (authorization, content_type) = (get(header::AUTHORIZATION), get(header::CONTENT_TYPE));
+    let oauth_error = |status: StatusCode, description: &str| {
+        respond(
+            status,
+            Some(&json!({"error": "invalid_request", "error_description": description})),
+        )
+    };
     if req.headers().contains_key(MARKER) {
-        return respond(
+        return oauth_error(
             StatusCode::BAD_REQUEST,
-            Some(
-                &json!({"error": "invalid_request", "error_description": "Content-Length must be a non-negative integer"}),
-            ),
+            "Content-Length must be a non-negative integer",
         );
     }
-    let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return respond(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                Some(&json!({"error": "invalid_request", "error_description": "body too large"})),
+    let limit = OAUTH_MAX_BODY_BYTES.min(state.config.max_body_bytes);
+    if content_length(req.headers()).is_some_and(|n| n > limit as u64) {
+        return oauth_error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
+    }
+    let password = method == "POST" && path == "/oauth/authorize";
+    if password && let Some(r) = state.throttled(Credential::Password, ip, true) {
+        return r;
+    }
+    let body = match read_body(req.into_body(), limit, state.config.body_read_timeout).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            return oauth_error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
+        }
+        Err(BodyError::Timeout) => {
+            return oauth_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time; send the whole body at once",
+            );
+        }
+        Err(BodyError::Failed) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
             );
         }
     };
@@ -328,8 +550,18 @@ async fn oauth<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Resp 
         authorization: authorization.as_deref(),
         content_type: content_type.as_deref(),
         body: &body,
-        base_url: &base,
+        base_url: base,
+        client_ip: Some(ip),
     });
+    if password {
+        match answer.status {
+            401 => state.failed(Credential::Password, ip),
+            302 if !answer.headers.iter().any(|(_, v)| v.contains("error=")) => {
+                state.backoff.succeed(Credential::Password, ip, None);
+            }
+            _ => {}
+        }
+    }
     let mut r = Response::new(Full::new(Bytes::from(answer.body)));
     *r.status_mut() =
         StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -493,11 +725,7 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
     if let Some(kind) = headers.get(MARKER) {
         return unusable_length(kind.as_bytes(), cfg.max_body_bytes);
     }
-    let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    else {
+    let Some(len) = content_length(&headers) else {
         let err = refusal("Content-Length is required", "length_required");
         return respond(StatusCode::LENGTH_REQUIRED, Some(&err));
     };
@@ -516,24 +744,17 @@ async fn post_mcp<D: Dispatcher>(state: &State<D>, req: Request<Incoming>) -> Re
         Ok(b) => b,
         Err(e) => return respond(StatusCode::BAD_REQUEST, Some(&refused(&e))),
     };
-    let collected = tokio::time::timeout(
-        cfg.body_read_timeout,
-        Limited::new(req.into_body(), cfg.max_body_bytes).collect(),
-    )
-    .await;
-    let body = match collected {
-        Err(_elapsed) => {
+    let body = match read_body(req.into_body(), cfg.max_body_bytes, cfg.body_read_timeout).await {
+        Err(BodyError::Timeout) => {
             let err = refusal(
                 "The request body did not arrive in time; send the whole body at once",
                 "body_read_timeout",
             );
             return respond(StatusCode::REQUEST_TIMEOUT, Some(&err));
         }
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(e)) => {
-            if e.is::<http_body_util::LengthLimitError>() {
-                return too_large();
-            }
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return too_large(),
+        Err(BodyError::Failed) => {
             let err = refusal("Request body could not be read", "body_read_failed");
             return respond(StatusCode::BAD_REQUEST, Some(&err));
         }

@@ -16,7 +16,11 @@ const CLOSE_WITHIN: Duration = Duration::from_secs(60);
 
 /// Writes what it can (the server may close early) and reads to the end.
 fn exchange(addr: &str, bytes: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(addr).unwrap();
+    exchange_on(TcpStream::connect(addr).unwrap(), bytes)
+}
+
+/// [`exchange`] on a connection already made.
+fn exchange_on(mut s: TcpStream, bytes: &[u8]) -> Vec<u8> {
     s.set_read_timeout(Some(CLOSE_WITHIN)).unwrap();
     let _ = s.write_all(bytes);
     let mut out = Vec::new();
@@ -241,7 +245,7 @@ fn slow_and_oversized_requests_are_cut_off_and_descriptors_stay_bounded() {
     let addr = s.addr.clone();
     // Oversized headers: refused (431) or closed, never served.
     let huge = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
         "a".repeat(1 << 20)
     );
     let raw = exchange(&addr, huge.as_bytes());
@@ -251,22 +255,24 @@ fn slow_and_oversized_requests_are_cut_off_and_descriptors_stay_bounded() {
         status_of(&raw)
     );
     // Slow headers (slowloris), a body that never ends, and 400 idle
-    // connections, all at once.
+    // connections, all at once. The two are connected first: from one
+    // address only 64 connections are served, the idle ones beyond are
+    // refused.
     let slow_headers = {
-        let addr = addr.clone();
+        let conn = TcpStream::connect(&addr).unwrap();
         std::thread::spawn(move || {
-            exchange(
-                &addr,
-                b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: appl",
+            exchange_on(
+                conn,
+                b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: appl",
             )
         })
     };
     let endless_body = {
-        let addr = addr.clone();
+        let conn = TcpStream::connect(&addr).unwrap();
         std::thread::spawn(move || {
-            exchange(
-                &addr,
-                b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
+            exchange_on(
+                conn,
+                b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
             )
         })
     };

@@ -167,6 +167,91 @@ pub struct HttpClient {
     pub addr: String,
 }
 
+/// A connection to `addr` from the local address `source` (another
+/// loopback address such as `127.0.0.2`), so the server sees another client.
+pub fn connect_from(source: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(format!("{source}:0").parse().unwrap()).unwrap();
+        let s = sock.connect(addr.parse().unwrap()).await.unwrap();
+        let s = s.into_std().unwrap();
+        s.set_nonblocking(false).unwrap();
+        s
+    })
+}
+
+/// Requests to a server from another client address.
+#[derive(Clone)]
+pub struct SourcedClient {
+    pub addr: String,
+    pub source: String,
+}
+
+impl SourcedClient {
+    pub fn raw_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> HttpResponse {
+        let bytes = request_bytes(&self.addr, method, path, headers, body);
+        exchange(connect_from(&self.source, &self.addr), &bytes)
+    }
+
+    pub fn post(&self, body: &Value, headers: &[(&str, &str)]) -> HttpResponse {
+        let b = body.to_string();
+        let mut h = vec![("Content-Type", "application/json")];
+        h.extend_from_slice(headers);
+        self.raw_request("POST", "/mcp", &h, Some(b.as_bytes()))
+    }
+}
+
+fn request_bytes(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    if let Some(b) = body {
+        bytes.extend_from_slice(b);
+    }
+    bytes
+}
+
+/// Writes a request and reads the whole response.
+fn exchange(mut s: TcpStream, bytes: &[u8]) -> HttpResponse {
+    s.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
+    // A server may answer (413, 400) and close before it has read a
+    // whole oversized body: the answer is what the test reads.
+    if let Err(e) = s.write_all(bytes) {
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ),
+            "{e}"
+        );
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    HttpResponse::parse(&out)
+}
+
 impl std::ops::Deref for HttpServer {
     type Target = HttpClient;
 
@@ -235,41 +320,19 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> HttpResponse {
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(b) = body {
-            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-        req.push_str("\r\n");
-        let mut bytes = req.into_bytes();
-        if let Some(b) = body {
-            bytes.extend_from_slice(b);
-        }
-        self.raw(&bytes)
+        self.raw(&request_bytes(&self.addr, method, path, headers, body))
     }
 
     pub fn raw(&self, bytes: &[u8]) -> HttpResponse {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
-        // A server may answer (413, 400) and close before it has read a
-        // whole oversized body: the answer is what the test reads.
-        if let Err(e) = s.write_all(bytes) {
-            assert!(
-                matches!(
-                    e.kind(),
-                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-                ),
-                "{e}"
-            );
+        exchange(TcpStream::connect(&self.addr).unwrap(), bytes)
+    }
+
+    /// The same server, seen from another client address.
+    pub fn from(&self, source: &str) -> SourcedClient {
+        SourcedClient {
+            addr: self.addr.clone(),
+            source: source.to_owned(),
         }
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        HttpResponse::parse(&out)
     }
 }
 

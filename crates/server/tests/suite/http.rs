@@ -68,7 +68,7 @@ fn transport_refusals() {
     assert_eq!(r.status, 415);
     // No Content-Length (chunked body): 411.
     let chunked = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
         body.len()
     );
     assert_eq!(s.raw(chunked.as_bytes()).status, 411);
@@ -679,7 +679,7 @@ fn unusable_content_length_is_a_json_rpc_refusal() {
     let body = ping().to_string();
     let send = |length: &str| {
         let raw = format!(
-            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{body}"
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{body}"
         );
         s.raw(raw.as_bytes())
     };
@@ -714,7 +714,7 @@ fn unusable_content_length_is_a_json_rpc_refusal() {
     }
     // Two lengths that disagree.
     let raw = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nContent-Length: 3\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nContent-Length: 3\r\n\r\n{body}",
         body.len()
     );
     let r = s.raw(raw.as_bytes());
@@ -722,14 +722,14 @@ fn unusable_content_length_is_a_json_rpc_refusal() {
     assert_eq!(r.header("connection"), Some("close"));
     // Before the length, the transport's other checks still come first.
     let raw = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: abc\r\n\r\n{body}"
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: abc\r\n\r\n{body}"
     );
     assert_eq!(s.raw(raw.as_bytes()).status, 415);
     // Pipelined requests with good lengths on one connection are all served.
     let one = |id: u32, close: bool| {
         let b = json!({"jsonrpc":"2.0","id":id,"method":"ping"}).to_string();
         format!(
-            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n{b}",
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n{b}",
             b.len(),
             if close { "Connection: close\r\n" } else { "" }
         )
@@ -782,4 +782,96 @@ fn refusal_messages_are_the_references() {
         "{error}"
     );
     assert_eq!(id, Value::Null);
+}
+
+/// Security case S10 (issue 17, item 3): a loopback server answers 403 to a
+/// Host that names another server (DNS rebinding), and serves every
+/// loopback spelling of itself.
+#[test]
+fn foreign_host_is_refused_on_a_loopback_server() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let port = s.addr.rsplit(':').next().unwrap().to_owned();
+    let other_port = if port == "1" { "2" } else { "1" };
+    let body = ping().to_string();
+    let send = |host_line: &str, target: &str| {
+        let raw = format!(
+            "POST {target} HTTP/1.1\r\n{host_line}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.raw(raw.as_bytes())
+    };
+    for host in [
+        "attacker.example".to_owned(),
+        format!("attacker.example:{port}"),
+        format!("localhost:{other_port}"),
+        format!("localhost.attacker.example:{port}"),
+        format!("127.0.0.1:{other_port}"),
+        "10.0.0.1".to_owned(),
+    ] {
+        let r = send(&format!("Host: {host}\r\n"), "/mcp");
+        assert_eq!(r.status, 403, "{host}");
+        assert_eq!(
+            r.json()["error"]["data"]["reason"],
+            "host_not_allowed",
+            "{host}"
+        );
+    }
+    // An absolute-form target names the server too.
+    let r = send(
+        &format!("Host: localhost:{port}\r\n"),
+        "http://attacker.example/mcp",
+    );
+    assert_eq!(r.status, 403);
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "[::1]".to_owned(),
+        format!("LOCALHOST:{port}"),
+    ] {
+        let r = send(&format!("Host: {host}\r\n"), "/mcp");
+        assert_eq!(
+            r.status,
+            200,
+            "{host}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    // No Host at all (an HTTP/1.0 client) is no rebinding browser.
+    let raw = format!(
+        "POST /mcp HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(s.raw(raw.as_bytes()).status, 200);
+    // The card is refused to a foreign Host as well.
+    let r = s.raw(b"GET /.well-known/mcp.json HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 403);
+}
+
+/// Issue 17, item 1: one address holds at most 64 connections, so 200
+/// idle connections from it leave room for another client.
+#[test]
+fn one_address_cannot_hold_every_connection_slot() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let held: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = s.from("127.0.0.2").post(&ping(), &[]);
+    assert_eq!((r.status, r.json()["id"].clone()), (200, json!(1)));
+    // Beyond its share, the address is told so (read before sending: the
+    // refusal is written at once and the connection closed).
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(ANSWER_TIMEOUT)).unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut c, &mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 429 "), "{raw}");
+    assert!(raw.contains("too_many_connections"), "{raw}");
+    drop(held);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(s.post(&ping(), &[]).status, 200);
 }

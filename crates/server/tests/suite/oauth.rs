@@ -698,3 +698,353 @@ fn redirect_uris_with_userinfo_are_not_loopback() {
     );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Registers a public client and runs a whole flow; returns its id and token.
+fn public_flow(s: &HttpServer) -> (String, String) {
+    let base = format!("http://{}", s.addr);
+    let reg = register(s, "none");
+    let id = reg["client_id"].as_str().unwrap().to_owned();
+    let (verifier, challenge) = pkce();
+    let query = authorize_query(&id, REDIRECT, &challenge, &format!("{base}/mcp"));
+    let code = sign_in(s, &query, REDIRECT);
+    let form = format!(
+        "grant_type=authorization_code&code={code}&redirect_uri={}&code_verifier={verifier}&client_id={}",
+        form_encode(REDIRECT),
+        form_encode(&id)
+    );
+    let r = token_request(s, &form, None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    (id, r.json()["access_token"].as_str().unwrap().to_owned())
+}
+
+fn register_from(c: &SourcedClient, body: &Value) -> HttpResponse {
+    c.raw_request(
+        "POST",
+        "/oauth/register",
+        &[("Content-Type", "application/json")],
+        Some(body.to_string().as_bytes()),
+    )
+}
+
+/// Issue 17, item 1: 100 connections from one address dribbling
+/// registration bodies hold at most 64 slots, each is cut off (408) by the
+/// body-read timeout /mcp has, and a client at another address is served
+/// throughout.
+#[test]
+fn slow_oauth_bodies_from_one_address_do_not_starve_others() {
+    use std::io::{Read, Write};
+    let s = start(&[]);
+    let attackers: Vec<_> = (0..100)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+            let head = format!(
+                "POST /oauth/register HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"redirect_uris\":",
+                s.addr
+            );
+            let _ = c.write_all(head.as_bytes());
+            std::thread::spawn(move || {
+                c.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                    .unwrap();
+                let mut out = Vec::new();
+                let _ = c.read_to_end(&mut out);
+                String::from_utf8_lossy(&out)
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|x| x.parse::<u16>().ok())
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Another address is served while the attack holds its connections.
+    let other = s.from("127.0.0.2");
+    let meta = other.raw_request("GET", "/.well-known/oauth-authorization-server", &[], None);
+    assert_eq!(meta.status, 200);
+    let body = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    assert_eq!(register_from(&other, &body).status, 201);
+    let statuses: Vec<Option<u16>> = attackers.into_iter().map(|t| t.join().unwrap()).collect();
+    let timed_out = statuses.iter().filter(|s| **s == Some(408)).count();
+    assert!(
+        (1..=64).contains(&timed_out),
+        "{timed_out} answered 408: {statuses:?}"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| matches!(s, None | Some(408) | Some(429))),
+        "{statuses:?}"
+    );
+    // And the attacking address itself is served again afterwards.
+    register(&s, "none");
+}
+
+/// Issue 17, item 2: registrations are capped per address and in total,
+/// metadata is bounded, and a client that completed a flow keeps working.
+#[test]
+fn registration_flood_is_capped_and_metadata_is_bounded() {
+    // 50 live clients; an address may hold 5 that never obtained a token.
+    let s = start(&[("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS", "50")]);
+    let (_, token) = public_flow(&s);
+    let ok = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    let flood = s.from("127.0.0.1");
+    let mut created = 0;
+    for _ in 0..30 {
+        let r = register_from(&flood, &ok);
+        match r.status {
+            201 => created += 1,
+            429 => {
+                assert_eq!(r.json()["error"], "temporarily_unavailable");
+                assert!(r.header("retry-after").is_some());
+            }
+            other => panic!("{other}: {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    assert_eq!(created, 5);
+    // Many addresses together stop at the total.
+    let mut total = 1 + created;
+    for i in 3..20 {
+        let c = s.from(&format!("127.0.0.{i}"));
+        for _ in 0..6 {
+            let r = register_from(&c, &ok);
+            assert!(matches!(r.status, 201 | 429), "{}", r.status);
+            total += usize::from(r.status == 201);
+        }
+    }
+    assert_eq!(total, 50);
+    // The client that completed its flow is still served.
+    assert_eq!(call_with(&s, &token).status, 200);
+    // Metadata bounds, whatever the caps.
+    let fresh = start(&[]);
+    let too_many: Vec<String> = (0..11)
+        .map(|i| format!("http://127.0.0.1:{i}/cb"))
+        .collect();
+    let long = format!("https://app.example/{}", "a".repeat(2100));
+    for (body, error) in [
+        (json!({"redirect_uris": too_many}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": [long]}), "invalid_redirect_uri"),
+        (
+            json!({"redirect_uris": [REDIRECT], "client_name": "n".repeat(201)}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": [REDIRECT], "client_name": {"a": 1}}),
+            "invalid_client_metadata",
+        ),
+    ] {
+        let r = fresh.raw_request(
+            "POST",
+            "/oauth/register",
+            &[("Content-Type", "application/json")],
+            Some(body.to_string().as_bytes()),
+        );
+        assert_eq!((r.status, r.json()["error"].clone()), (400, json!(error)));
+    }
+    let named = json!({"redirect_uris": [REDIRECT], "client_name": "n".repeat(200), "token_endpoint_auth_method": "none"});
+    let r = fresh.raw_request(
+        "POST",
+        "/oauth/register",
+        &[("Content-Type", "application/json")],
+        Some(named.to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 201);
+}
+
+/// Issue 17, item 2: a registration that never obtains a token expires.
+#[test]
+fn unused_registrations_expire() {
+    let s = start(&[
+        ("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS", "5"),
+        ("CODING_TOOLS_MCP_OAUTH_UNUSED_CLIENT_TTL", "3"),
+    ]);
+    let c = s.from("127.0.0.1");
+    let ok = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    let first = register_from(&c, &ok);
+    assert_eq!(first.status, 201);
+    assert_eq!(register_from(&c, &ok).status, 429);
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let (_, challenge) = pkce();
+    let id = first.json()["client_id"].as_str().unwrap().to_owned();
+    let base = format!("http://{}", s.addr);
+    let page = s.raw_request(
+        "GET",
+        &format!(
+            "/oauth/authorize?{}",
+            authorize_query(&id, REDIRECT, &challenge, &format!("{base}/mcp"))
+        ),
+        &[],
+        None,
+    );
+    assert_eq!(page.status, 400, "an expired client is unknown");
+    assert_eq!(register_from(&c, &ok).status, 201);
+}
+
+/// A request whose only Host is `host`.
+fn with_host(
+    s: &HttpServer,
+    method: &str,
+    path: &str,
+    host: &str,
+    token: Option<&str>,
+) -> HttpResponse {
+    let body = call(1, "server_info", json!({})).to_string();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let raw = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.raw(raw.as_bytes())
+}
+
+/// Issue 17, item 3: the audience and issuer are the canonical URL. Two
+/// servers sharing a token secret do not accept each other's tokens through
+/// a forged Host, and a configured server URL wins over any Host.
+#[test]
+fn tokens_are_bound_to_the_canonical_url_not_the_host() {
+    const ASM: &str = "/.well-known/oauth-authorization-server";
+    const PRM: &str = "/.well-known/oauth-protected-resource";
+    let a = start(&[]);
+    let b = start(&[]);
+    let far = now() + 600;
+    let for_a = mint(&format!("http://{}/mcp", a.addr), far);
+    assert_eq!(call_with(&a, &for_a).status, 200);
+    // At B: with A's Host the request is refused, with B's the token is.
+    assert_eq!(
+        with_host(&b, "POST", "/mcp", &a.addr, Some(&for_a)).status,
+        403
+    );
+    assert_eq!(
+        with_host(&b, "POST", "/mcp", &b.addr, Some(&for_a)).status,
+        401
+    );
+    // A foreign Host cannot make the server describe (or mint for) another audience.
+    assert_eq!(with_host(&b, "GET", ASM, "evil.example", None).status, 403);
+    // Every loopback spelling of B is B, always on B's own port.
+    let port = b.addr.rsplit(':').next().unwrap();
+    let asm = with_host(&b, "GET", ASM, "localhost", None).json();
+    assert_eq!(asm["issuer"], format!("http://localhost:{port}"));
+
+    // With CODING_TOOLS_MCP_SERVER_URL, that URL is the audience and issuer.
+    let c = start(&[("CODING_TOOLS_MCP_SERVER_URL", "https://c.example/")]);
+    assert_eq!(
+        c.raw_request("GET", ASM, &[], None).json()["issuer"],
+        "https://c.example"
+    );
+    // X-Forwarded-Host is ignored without the trust flag.
+    let asm = c
+        .raw_request("GET", ASM, &[("X-Forwarded-Host", "evil.example")], None)
+        .json();
+    assert_eq!(asm["issuer"], "https://c.example");
+    assert_eq!(
+        call_with(&c, &mint("https://c.example/mcp", far)).status,
+        200
+    );
+    let local = mint(&format!("http://{}/mcp", c.addr), far);
+    assert_eq!(call_with(&c, &local).status, 401);
+    // Its host is accepted as Host (a tunnel that keeps Host); others are not.
+    let r = with_host(&c, "GET", PRM, "c.example", None);
+    assert_eq!(r.json()["resource"], "https://c.example/mcp");
+    assert_eq!(with_host(&c, "GET", PRM, "d.example", None).status, 403);
+
+    // Behind a trusted proxy, X-Forwarded-Host names the server.
+    let d = start(&[("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS", "1")]);
+    let asm = d
+        .raw_request(
+            "GET",
+            ASM,
+            &[
+                ("X-Forwarded-Host", "d.example"),
+                ("X-Forwarded-Proto", "https"),
+            ],
+            None,
+        )
+        .json();
+    assert_eq!(asm["issuer"], "https://d.example");
+}
+
+/// Issue 17, item 4: wrong passwords from one address make it back off
+/// (429 with Retry-After, counted in the trace) while the right password
+/// from another address still works at once.
+#[test]
+fn wrong_passwords_back_off_and_are_traced() {
+    let s = start(&[("CODING_TOOLS_MCP_TRACE", "1")]);
+    let base = format!("http://{}", s.addr);
+    let reg = register(&s, "none");
+    let id = reg["client_id"].as_str().unwrap();
+    let (_, challenge) = pkce();
+    let query = authorize_query(id, REDIRECT, &challenge, &format!("{base}/mcp"));
+    let attacker = s.from("127.0.0.1");
+    let attempt = |c: &SourcedClient, password: &str| {
+        let form = format!("{query}&password={}", form_encode(password));
+        c.raw_request(
+            "POST",
+            "/oauth/authorize",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            Some(form.as_bytes()),
+        )
+    };
+    let statuses: Vec<u16> = (0..10)
+        .map(|i| attempt(&attacker, &format!("guess{i}")).status)
+        .collect();
+    assert_eq!(&statuses[..6], &[401; 6], "{statuses:?}");
+    assert!(statuses[6..].iter().all(|s| *s == 429), "{statuses:?}");
+    let r = attempt(&attacker, PASSWORD);
+    assert_eq!(
+        r.status, 429,
+        "even the right password waits at the throttled address"
+    );
+    assert_eq!(r.json()["error"], "slow_down");
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait));
+    // Another address signs in at once.
+    let r = attempt(&s.from("127.0.0.2"), PASSWORD);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+    // After the wait, the right password works at the first address too.
+    std::thread::sleep(std::time::Duration::from_secs(wait + 1));
+    assert_eq!(attempt(&attacker, PASSWORD).status, 302);
+    // Counted in the trace (stderr).
+    let seen = s.stderr.seen.lock().unwrap().join("\n");
+    assert!(seen.contains("\"event\":\"auth_failure\""), "{seen}");
+    assert!(seen.contains("\"credential\":\"password\""));
+    assert!(!seen.contains("guess1"), "the guesses are never traced");
+}
+
+/// Issue 17, item 4: wrong bearer tokens back off per address; a token that
+/// worked before is still served at that address, and a new one elsewhere.
+#[test]
+fn wrong_bearer_tokens_back_off() {
+    let s = start(&[]);
+    let far = now() + 600;
+    let good = mint(&format!("http://{}/mcp", s.addr), far);
+    assert_eq!(call_with(&s, &good).status, 200);
+    let attacker = s.from("127.0.0.1");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let statuses: Vec<u16> = (0..10)
+        .map(|i| {
+            attacker
+                .post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))])
+                .status
+        })
+        .collect();
+    assert_eq!(&statuses[..6], &[401; 6], "{statuses:?}");
+    assert!(statuses[6..].iter().all(|s| *s == 429), "{statuses:?}");
+    let r = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert!(r.header("retry-after").is_some());
+    // The known-good token at the same address, and a new one elsewhere.
+    assert_eq!(call_with(&s, &good).status, 200);
+    let other = mint(&format!("http://{}/mcp", s.addr), far + 1);
+    let r = s
+        .from("127.0.0.2")
+        .post(&ping, &[("Authorization", &format!("Bearer {other}"))]);
+    assert_eq!(r.status, 200);
+    // No credential is no guess: discovery still gets its 401 challenge.
+    let r = attacker.post(&ping, &[]);
+    assert_eq!(r.status, 401);
+}

@@ -1,0 +1,295 @@
+//! Which `Host` values the server answers, and its canonical base URL.
+//!
+//! A request is served only when it names this server (DNS-rebinding
+//! protection, security case S10): its `Host` (or the authority of an
+//! absolute-form target) must be
+//!
+//! - a loopback name (`localhost`, `127.0.0.1`, `[::1]`) when the connection
+//!   arrived on a loopback address,
+//! - the IP address the connection arrived on, or the address the server is
+//!   bound to (`0.0.0.0` included, as the start-up line prints it),
+//! - or the host of the configured `CODING_TOOLS_MCP_SERVER_URL`;
+//!
+//! with no port or the bound port (the configured URL's own port too, for
+//! its host). A request without `Host` (HTTP/1.0) is served.
+//! With `CODING_TOOLS_MCP_TRUST_PROXY_HEADERS`, a request carrying
+//! `X-Forwarded-Host` is judged by that instead (the proxy is trusted to set
+//! it); when a server URL is also configured it must name that URL's host.
+//!
+//! The canonical base URL (OAuth issuer, resource, token audience) is the
+//! configured URL; else, with trusted proxy headers present, the forwarded
+//! scheme and host; else `http://<name>:<bound port>` with the name the
+//! accepted `Host` used (one of this server's own names; the port always
+//! comes from the socket) or the connection's address. A `Host` naming
+//! another server is refused before any of this, so a token minted by
+//! another server never matches.
+
+use std::net::{IpAddr, SocketAddr};
+
+/// `host[:port]`, the host lowercased (IPv6 in brackets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authority {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Authority {
+    /// Parses `host[:port]` or `[v6][:port]`; `None` for anything else
+    /// (userinfo, paths, whitespace, an empty host, a bad port).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        if s.is_empty()
+            || s.bytes()
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b"/\\@?#,".contains(&b))
+        {
+            return None;
+        }
+        let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+            let (h, after) = v6.split_once(']')?;
+            h.parse::<std::net::Ipv6Addr>().ok()?;
+            (format!("[{h}]"), after)
+        } else {
+            match s.split_once(':') {
+                Some((h, _)) => (h.to_owned(), &s[h.len()..]),
+                None => (s.to_owned(), ""),
+            }
+        };
+        let port = match port {
+            "" => None,
+            p => {
+                let digits = p.strip_prefix(':')?;
+                if digits.is_empty()
+                    || digits.len() > 5
+                    || !digits.bytes().all(|b| b.is_ascii_digit())
+                {
+                    return None;
+                }
+                Some(digits.parse::<u16>().ok()?)
+            }
+        };
+        if host.is_empty() || host == "[]" {
+            return None;
+        }
+        Some(Self {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+}
+
+/// The parts of `CODING_TOOLS_MCP_SERVER_URL` the checks need.
+#[derive(Debug, Clone)]
+pub struct Configured {
+    /// The URL without a trailing slash.
+    pub base: String,
+    pub authority: Authority,
+    /// The port the URL names, or its scheme's default.
+    pub port: u16,
+}
+
+impl Configured {
+    /// `None` when the URL is not `http(s)://host[:port][/path]`.
+    pub fn parse(url: &str) -> Option<Self> {
+        let base = url.trim().trim_end_matches('/').to_owned();
+        let (scheme, rest) = base.split_once("://")?;
+        let default = match scheme.to_ascii_lowercase().as_str() {
+            "http" => 80,
+            "https" => 443,
+            _ => return None,
+        };
+        let authority = Authority::parse(rest.split('/').next().unwrap_or(""))?;
+        let port = authority.port.unwrap_or(default);
+        Some(Self {
+            base,
+            authority,
+            port,
+        })
+    }
+}
+
+/// An IP literal as a URL host.
+pub fn ip_host(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    }
+}
+
+/// What the server knows about where a request arrived.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    /// The listener's address (`0.0.0.0:port` for a wildcard bind).
+    pub bound: SocketAddr,
+    /// The connection's local address.
+    pub local: SocketAddr,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRefusal {
+    /// The host does not name this server.
+    Foreign,
+}
+
+/// Checks `host` (the request's `Host` or target authority) and, with
+/// trusted proxy headers, `forwarded` (`X-Forwarded-Host`, first value) and
+/// `forwarded_proto`; returns the canonical base URL.
+pub fn canonical_base(
+    configured: Option<&Configured>,
+    arrival: Arrival,
+    host: Option<&str>,
+    forwarded: Option<(&str, Option<&str>)>,
+) -> Result<String, HostRefusal> {
+    if let Some((fh, proto)) = forwarded {
+        let a = Authority::parse(fh).ok_or(HostRefusal::Foreign)?;
+        return match configured {
+            Some(c) if c.authority.host == a.host => Ok(c.base.clone()),
+            Some(_) => Err(HostRefusal::Foreign),
+            None => {
+                let proto = match proto.map(|p| p.trim().to_ascii_lowercase()) {
+                    Some(p) if p == "https" => "https",
+                    _ => "http",
+                };
+                let port = a.port.map(|p| format!(":{p}")).unwrap_or_default();
+                Ok(format!("{proto}://{}{port}", a.host))
+            }
+        };
+    }
+    let port = arrival.bound.port();
+    let Some(host) = host else {
+        return Ok(match configured {
+            Some(c) => c.base.clone(),
+            None => format!("http://{}:{port}", ip_host(arrival.local.ip())),
+        });
+    };
+    let a = Authority::parse(host).ok_or(HostRefusal::Foreign)?;
+    let local_ip = arrival.local.ip().to_canonical();
+    let own_name = (local_ip.is_loopback()
+        && matches!(a.host.as_str(), "localhost" | "127.0.0.1" | "[::1]"))
+        || a.host == ip_host(local_ip)
+        || a.host == ip_host(arrival.bound.ip());
+    let own_port = a.port.is_none_or(|p| p == port);
+    if let Some(c) = configured {
+        let configured_name =
+            a.host == c.authority.host && a.port.is_none_or(|p| p == port || p == c.port);
+        if configured_name || (own_name && own_port) {
+            return Ok(c.base.clone());
+        }
+        return Err(HostRefusal::Foreign);
+    }
+    if own_name && own_port {
+        Ok(format!("http://{}:{port}", a.host))
+    } else {
+        Err(HostRefusal::Foreign)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(bound: &str, local: &str) -> Arrival {
+        Arrival {
+            bound: bound.parse().unwrap(),
+            local: local.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn authorities() {
+        assert_eq!(
+            Authority::parse("LocalHost:80"),
+            Some(Authority {
+                host: "localhost".into(),
+                port: Some(80)
+            })
+        );
+        assert_eq!(Authority::parse("[::1]").unwrap().host, "[::1]");
+        for bad in [
+            "", "a b", "x@y", "x/y", "x:", "x:abc", "x:99999", "[::1", "[zz]", ":80", "a,b",
+        ] {
+            assert_eq!(Authority::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_bind() {
+        let at = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        for ok in [
+            "localhost:8000",
+            "127.0.0.1:8000",
+            "[::1]:8000",
+            "localhost",
+            "127.0.0.1",
+        ] {
+            let base = canonical_base(None, at, Some(ok), None).unwrap();
+            assert!(base.ends_with(":8000"), "{ok} {base}");
+        }
+        for bad in [
+            "attacker.example",
+            "attacker.example:8000",
+            "localhost:9000",
+            "127.0.0.1:9000",
+            "localhost.attacker.example:8000",
+            "10.0.0.1:8000",
+        ] {
+            assert_eq!(
+                canonical_base(None, at, Some(bad), None),
+                Err(HostRefusal::Foreign),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            canonical_base(None, at, None, None).unwrap(),
+            "http://127.0.0.1:8000"
+        );
+    }
+
+    #[test]
+    fn wildcard_bind_and_configured_url() {
+        let lan = arrival("0.0.0.0:8000", "192.168.1.5:8000");
+        assert_eq!(
+            canonical_base(None, lan, Some("192.168.1.5:8000"), None).unwrap(),
+            "http://192.168.1.5:8000"
+        );
+        assert!(canonical_base(None, lan, Some("0.0.0.0:8000"), None).is_ok());
+        // Loopback names only over loopback.
+        assert!(canonical_base(None, lan, Some("localhost:8000"), None).is_err());
+        assert!(canonical_base(None, lan, Some("devbox:8000"), None).is_err());
+        let c = Configured::parse("https://MCP.example.com/").unwrap();
+        assert_eq!(c.port, 443);
+        for ok in [
+            "mcp.example.com",
+            "mcp.example.com:443",
+            "mcp.example.com:8000",
+            "192.168.1.5:8000",
+        ] {
+            assert_eq!(
+                canonical_base(Some(&c), lan, Some(ok), None).unwrap(),
+                "https://MCP.example.com",
+                "{ok}"
+            );
+        }
+        assert!(canonical_base(Some(&c), lan, Some("other.example.com"), None).is_err());
+        assert!(canonical_base(Some(&c), lan, Some("mcp.example.com:9"), None).is_err());
+    }
+
+    #[test]
+    fn trusted_proxy_headers() {
+        let at = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        assert_eq!(
+            canonical_base(
+                None,
+                at,
+                Some("backend:8000"),
+                Some(("mcp.example.com", Some("https")))
+            )
+            .unwrap(),
+            "https://mcp.example.com"
+        );
+        let c = Configured::parse("https://mcp.example.com").unwrap();
+        assert!(canonical_base(Some(&c), at, None, Some(("mcp.example.com", None))).is_ok());
+        assert!(canonical_base(Some(&c), at, None, Some(("evil.example", None))).is_err());
+        assert!(canonical_base(None, at, None, Some(("a@b", None))).is_err());
+    }
+}
