@@ -217,6 +217,12 @@ pub fn run(args: &[String]) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(secs);
     let hostile = AtomicU64::new(0);
     let hostile = &hostile;
+    if abuse {
+        // The token works before the first wrong one arrives: the server
+        // keeps serving a token it has seen work while it slows down the
+        // address that also sends wrong ones (everything here is 127.0.0.1).
+        call(link, "server_info", json!({}))?;
+    }
     let result = std::thread::scope(|scope| -> Result<(Vec<Duration>, usize)> {
         if let (true, Link::Http(url, _)) = (abuse, link) {
             let base = url.trim_end_matches("/mcp").to_owned();
@@ -323,8 +329,26 @@ pub fn run(args: &[String]) -> Result<()> {
 fn abuser(kind: usize, base: &str, until: Instant, count: &AtomicU64) {
     use std::io::{Read, Write as _};
     let hostport = base.trim_start_matches("http://").to_owned();
+    // Another client address than the normal clients' 127.0.0.1: the
+    // server's per-address limits and backoff are for it alone.
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return;
+    };
+    let connect = || -> Option<std::net::TcpStream> {
+        let addr = hostport.parse().ok()?;
+        rt.block_on(async {
+            let sock = tokio::net::TcpSocket::new_v4().ok()?;
+            sock.bind("127.0.0.2:0".parse().ok()?).ok()?;
+            let s = sock.connect(addr).await.ok()?.into_std().ok()?;
+            s.set_nonblocking(false).ok()?;
+            Some(s)
+        })
+    };
     let post = |path: &str, headers: &str, body: &[u8]| {
-        if let Ok(mut s) = std::net::TcpStream::connect(&hostport) {
+        if let Some(mut s) = connect() {
             let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
             let head = format!(
                 "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nContent-Length: {}\r\n{headers}\r\n",
@@ -343,9 +367,7 @@ fn abuser(kind: usize, base: &str, until: Instant, count: &AtomicU64) {
                 // Eight connections at a time, each promising 1000 bytes
                 // and sending one a second.
                 let path = if kind == 0 { "/mcp" } else { "/oauth/register" };
-                let conns: Vec<_> = (0..8)
-                    .filter_map(|_| std::net::TcpStream::connect(&hostport).ok())
-                    .collect();
+                let conns: Vec<_> = (0..8).filter_map(|_| connect()).collect();
                 for mut c in &conns {
                     let _ = c.write_all(format!("POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{").as_bytes());
                 }
@@ -376,9 +398,7 @@ fn abuser(kind: usize, base: &str, until: Instant, count: &AtomicU64) {
             ),
             _ => {
                 // Idle connections that never send a byte.
-                let conns: Vec<_> = (0..16)
-                    .filter_map(|_| std::net::TcpStream::connect(&hostport).ok())
-                    .collect();
+                let conns: Vec<_> = (0..16).filter_map(|_| connect()).collect();
                 count.fetch_add(conns.len() as u64, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_secs(3));
             }
