@@ -23,6 +23,8 @@ pub struct Limits {
     pub max_http_connections: usize,
     /// How long shutdown waits for in-flight HTTP requests.
     pub shutdown_grace_secs: u64,
+    /// Largest file apply_patch reads (`--patch-max-file-bytes`).
+    pub patch_max_file_bytes: u64,
     /// Project-context budgets.
     pub context: ContextLimits,
     /// Command output retention.
@@ -39,6 +41,7 @@ impl Limits {
             body_read_timeout_secs: 10,
             max_http_connections: 256,
             shutdown_grace_secs: 5,
+            patch_max_file_bytes: ctm_patch_engine::DEFAULT_MAX_FILE_BYTES,
             context: ContextLimits::default(),
             retention: RetentionBudget::default(),
         }
@@ -54,6 +57,9 @@ impl Limits {
             "header_read_timeout_secs": self.header_read_timeout_secs,
             "body_read_timeout_secs": self.body_read_timeout_secs,
             "max_http_connections": self.max_http_connections,
+            "apply_patch": {
+                "max_file_bytes": self.patch_max_file_bytes,
+            },
             "project_context": {
                 "max_files": c.max_files,
                 "per_file_bytes": c.per_file_bytes,

@@ -816,7 +816,8 @@ fn a_read_of_the_first_line_does_not_read_a_huge_file() {
     use std::io::Write;
     // Text past the binary probe's first 8 KiB, then holes.
     let text: String = (0..2000).map(|i| format!("line {i}\n")).collect();
-    (&f).write_all(format!("first line\n{text}").as_bytes()).unwrap();
+    (&f).write_all(format!("first line\n{text}").as_bytes())
+        .unwrap();
     f.set_len(4 << 30).unwrap();
     let mut s = StdioServer::start(ws.path(), &[]);
     let r = s.request(&call(
