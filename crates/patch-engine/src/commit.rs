@@ -29,6 +29,8 @@ use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
 
 /// Prefix of temp and backup files (so a restart can recognise leftovers).
 pub const TEMP_PREFIX: &str = ".ctm-patch-";
+/// Default cap on the size of a file a patch reads (32 MiB).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Mode of files the patch creates.
 const NEW_FILE_MODE: u32 = 0o644;
 
@@ -178,6 +180,8 @@ pub struct ApplyOptions {
 pub struct PatchEngine {
     ws: Workspace,
     protect_git_dir: bool,
+    /// Files larger than this are refused before they are read.
+    max_file_bytes: u64,
     lock: Mutex<Recent>,
 }
 
@@ -244,8 +248,24 @@ impl PatchEngine {
         Self {
             ws,
             protect_git_dir,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             lock: Mutex::new(Recent::default()),
         }
+    }
+
+    /// Refuse to read a file larger than `max_bytes` to update, move or
+    /// delete it ([`PatchError::TooLarge`]); the default is
+    /// [`DEFAULT_MAX_FILE_BYTES`]. Planning holds about twice the file in
+    /// memory (its text and the new text), so this bounds a patch's memory.
+    #[must_use]
+    pub fn with_max_file_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_file_bytes = max_bytes;
+        self
+    }
+
+    /// The size cap of [`PatchEngine::with_max_file_bytes`].
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
     }
 
     /// Parses, plans and (unless `dry_run`) commits `patch`.
@@ -426,7 +446,7 @@ impl PatchEngine {
             Err(ctm_workspace_fs::FsError::NotFound(_)) => return Ok(Current::absent()),
             Err(e) => return Err(e.into()),
         };
-        match read_at(&dir, &name) {
+        match read_at(&dir, &name, self.max_file_bytes) {
             Ok(Some((bytes, mode))) => Ok(Current {
                 baseline: Baseline::Present {
                     sha256: sha(&bytes),
@@ -445,6 +465,11 @@ impl PatchEngine {
             Err(ReadError::Special) => Err(PatchError::NotRegular {
                 path: shown.to_owned(),
                 what: "a special file",
+            }),
+            Err(ReadError::TooLarge(size)) => Err(PatchError::TooLarge {
+                path: shown.to_owned(),
+                size,
+                max_bytes: self.max_file_bytes,
             }),
             Err(ReadError::Io(e)) => Err(io_err(shown, e)),
         }
@@ -566,21 +591,27 @@ impl PatchEngine {
                     path: path.clone(),
                     offset: e.valid_up_to(),
                 })?;
-                let (new, added, removed, hunks) = if chunks.is_empty() {
-                    (old.clone(), 0, 0, Vec::new())
+                let planned = if chunks.is_empty() {
+                    None
                 } else {
-                    let planned = apply_chunks(text, chunks).map_err(|error| PatchError::Plan {
-                        path: path.clone(),
-                        error: Box::new(error),
-                    })?;
-                    (
+                    Some(
+                        apply_chunks(text, chunks).map_err(|error| PatchError::Plan {
+                            path: path.clone(),
+                            error: Box::new(error),
+                        })?,
+                    )
+                };
+                let old_sha = hex(&sha(&old));
+                // The old text is dropped once the new one exists: one copy each.
+                let (new, added, removed, hunks) = match planned {
+                    None => (old, 0, 0, Vec::new()),
+                    Some(planned) => (
                         planned.text.into_bytes(),
                         planned.added,
                         planned.removed,
                         planned.hunks,
-                    )
+                    ),
                 };
-                let old_sha = hex(&sha(&old));
                 let new_sha = hex(&sha(&new));
                 let mut change = FileChange {
                     operation: crate::Operation::Update,
@@ -681,11 +712,17 @@ enum ReadError {
     Directory,
     Symlink,
     Special,
+    /// Larger than the cap: its size, read from the metadata before reading.
+    TooLarge(u64),
     Io(Errno),
 }
 
-/// Reads `name` in `dir` without following a final symlink. `Ok(None)`: absent.
-fn read_at(dir: &OwnedFd, name: &OsStr) -> Result<Option<(Vec<u8>, u32)>, ReadError> {
+/// Opens `name` in `dir` without following a final symlink; `Ok(None)`:
+/// absent. Refuses anything but a regular file.
+fn open_regular(
+    dir: &OwnedFd,
+    name: &OsStr,
+) -> Result<Option<(OwnedFd, rustix::fs::Stat)>, ReadError> {
     let fd = match rustix::fs::openat(
         dir,
         name,
@@ -699,15 +736,64 @@ fn read_at(dir: &OwnedFd, name: &OsStr) -> Result<Option<(Vec<u8>, u32)>, ReadEr
     };
     let st = rustix::fs::fstat(&fd).map_err(ReadError::Io)?;
     match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => {}
-        FileType::Directory => return Err(ReadError::Directory),
-        _ => return Err(ReadError::Special),
+        FileType::RegularFile => Ok(Some((fd, st))),
+        FileType::Directory => Err(ReadError::Directory),
+        _ => Err(ReadError::Special),
     }
-    let mut bytes = Vec::new();
+}
+
+fn read_error(e: &std::io::Error) -> ReadError {
+    ReadError::Io(Errno::from_io_error(e).unwrap_or(Errno::IO))
+}
+
+/// Reads `name` in `dir` whole, refusing (before reading) a file larger than
+/// `max_bytes`, and one that grows past it while it is read.
+fn read_at(
+    dir: &OwnedFd,
+    name: &OsStr,
+    max_bytes: u64,
+) -> Result<Option<(Vec<u8>, u32)>, ReadError> {
+    let Some((fd, st)) = open_regular(dir, name)? else {
+        return Ok(None);
+    };
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    if size > max_bytes {
+        return Err(ReadError::TooLarge(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     std::fs::File::from(fd)
+        .take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| ReadError::Io(Errno::from_io_error(&e).unwrap_or(Errno::IO)))?;
+        .map_err(|e| read_error(&e))?;
+    let read = bytes.len() as u64;
+    if read > max_bytes {
+        return Err(ReadError::TooLarge(read));
+    }
     Ok(Some((bytes, st.st_mode & 0o7777)))
+}
+
+/// The baseline of `name` in `dir`, hashed as it is read, in constant memory.
+fn baseline_at(dir: &OwnedFd, name: &OsStr) -> Result<Baseline, ReadError> {
+    let Some((fd, st)) = open_regular(dir, name)? else {
+        return Ok(Baseline::Absent);
+    };
+    let mut ctx = ring::digest::Context::new(&SHA256);
+    let mut f = std::fs::File::from(fd);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => ctx.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(&e)),
+        }
+    }
+    let mut sha256 = [0u8; 32];
+    sha256.copy_from_slice(ctx.finish().as_ref());
+    Ok(Baseline::Present {
+        sha256,
+        mode: st.st_mode & 0o7777,
+    })
 }
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -721,21 +807,60 @@ fn temp_name(kind: &str, name: &OsStr) -> OsString {
     s
 }
 
+/// Directories open at once during a commit. A patch touching more
+/// directories reopens an evicted one by its path (beneath the root, and
+/// checked again for `.git`), so a patch of any size holds a bounded number
+/// of file handles: these, and the one temp file being written.
+const MAX_OPEN_DIRS: usize = 64;
+
+/// The parent directories of a commit's files, opened beneath the root.
+struct Dirs<'a> {
+    ws: &'a Workspace,
+    open: std::collections::VecDeque<(PathBuf, OwnedFd)>,
+}
+
+impl<'a> Dirs<'a> {
+    fn new(ws: &'a Workspace) -> Self {
+        Self {
+            ws,
+            open: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The directory holding `path`, and the file's name in it.
+    fn get(
+        &mut self,
+        path: &WorkspacePath,
+        create: bool,
+    ) -> Result<(&OwnedFd, OsString), ctm_workspace_fs::FsError> {
+        let key = path.relative().parent().unwrap_or(Path::new(""));
+        let cached = self.open.iter().position(|(k, _)| k == key);
+        let (i, name) = match (cached, path.relative().file_name()) {
+            (Some(i), Some(name)) => (i, name.to_os_string()),
+            _ => {
+                let (fd, name) = self.ws.open_parent(path, create)?;
+                if self.open.len() >= MAX_OPEN_DIRS {
+                    self.open.pop_front();
+                }
+                self.open.push_back((key.to_path_buf(), fd));
+                (self.open.len() - 1, name)
+            }
+        };
+        Ok((&self.open[i].1, name))
+    }
+}
+
 /// One installed change, for rollback.
 enum Done {
     /// Target replaced (or created when `backup` is None).
     Installed {
-        dir: OwnedFd,
-        name: OsString,
+        path: WorkspacePath,
         backup: Option<OsString>,
-        shown: String,
     },
     /// Target removed to `backup`.
     Removed {
-        dir: OwnedFd,
-        name: OsString,
+        path: WorkspacePath,
         backup: OsString,
-        shown: String,
     },
 }
 
@@ -745,9 +870,27 @@ struct Commit<'a> {
     /// Re-check each target's real directory for a git directory at write time.
     protect_git_dir: bool,
     renames: usize,
-    temps: Vec<(OwnedFd, OsString)>,
+    dirs: Dirs<'a>,
+    /// Temp files written and not yet installed: each is removed on failure.
+    temps: Vec<(WorkspacePath, OsString)>,
     created_dirs: Vec<WorkspacePath>,
     done: Vec<Done>,
+}
+
+/// Renames in `dir`, counting renames for [`Faults::fail_rename_at`].
+fn rename_at(
+    renames: &mut usize,
+    faults: &Faults,
+    dir: &OwnedFd,
+    from: &OsStr,
+    to: &OsStr,
+    flags: RenameFlags,
+) -> Result<(), Errno> {
+    *renames += 1;
+    if faults.fail_rename_at == Some(*renames) {
+        return Err(Errno::IO);
+    }
+    rustix::fs::renameat_with(dir, from, dir, to, flags)
 }
 
 impl<'a> Commit<'a> {
@@ -757,6 +900,7 @@ impl<'a> Commit<'a> {
             faults,
             protect_git_dir,
             renames: 0,
+            dirs: Dirs::new(ws),
             temps: Vec::new(),
             created_dirs: Vec::new(),
             done: Vec::new(),
@@ -773,22 +917,24 @@ impl<'a> Commit<'a> {
         }
     }
 
-    fn rename(
+    /// The directory of `s`, refused when it is (in) a git directory.
+    fn dir_of(
         &mut self,
-        dir: &OwnedFd,
-        from: &OsStr,
-        to: &OsStr,
-        flags: RenameFlags,
-    ) -> Result<(), Errno> {
-        self.renames += 1;
-        if self.faults.fail_rename_at == Some(self.renames) {
-            return Err(Errno::IO);
+        path: &WorkspacePath,
+        create: bool,
+    ) -> Result<(&OwnedFd, OsString), PatchError> {
+        let shown = path.as_given();
+        let (dir, name) = self.dirs.get(path, create)?;
+        // The directory actually opened, whatever was swapped meanwhile.
+        if self.protect_git_dir && crate::gitdir::writes_git_dir(self.ws, dir, Path::new(&name)) {
+            return Err(PatchError::GitDirProtected(shown.to_owned()));
         }
-        rustix::fs::renameat_with(dir, from, dir, to, flags)
+        Ok((dir, name))
     }
 
     fn try_run(&mut self, changes: &[Staged]) -> Result<(), PatchError> {
-        // 1. Write every new content to a temp file beside its target.
+        // 1. Write every new content to a temp file beside its target, one
+        //    file open at a time.
         let mut prepared = Vec::new();
         for s in changes {
             let shown = s.path.as_given().to_owned();
@@ -804,27 +950,19 @@ impl<'a> Commit<'a> {
             {
                 return Err(PatchError::GitDirProtected(shown));
             }
-            let (dir, name) = self.ws.open_parent(&s.path, s.content.is_some())?;
-            // The directory actually opened, whatever was swapped meanwhile.
-            if self.protect_git_dir
-                && crate::gitdir::writes_git_dir(self.ws, &dir, Path::new(&name))
-            {
-                return Err(PatchError::GitDirProtected(shown));
-            }
             let temp = match &s.content {
                 Some(bytes) => {
-                    let t = temp_name("new", &name);
+                    let t = temp_name("new", s.path.relative().file_name().unwrap_or_default());
+                    let (dir, _) = self.dir_of(&s.path, true)?;
                     let fd = rustix::fs::openat(
-                        &dir,
+                        dir,
                         &t,
                         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
                         Mode::from_raw_mode(0o600),
                     )
                     .map_err(|e| io_err(&shown, e))?;
-                    self.temps.push((
-                        rustix::io::dup(&dir).map_err(|e| io_err(&shown, e))?,
-                        t.clone(),
-                    ));
+                    // Recorded before anything else can fail, so a failure removes it.
+                    self.temps.push((s.path.clone(), t.clone()));
                     let mut f = std::fs::File::from(fd);
                     f.write_all(bytes).map_err(|e| io_err(&shown, e))?;
                     rustix::fs::fchmod(&f, Mode::from_raw_mode(s.mode))
@@ -832,18 +970,18 @@ impl<'a> Commit<'a> {
                     f.sync_all().map_err(|e| io_err(&shown, e))?;
                     Some(t)
                 }
-                None => None,
+                None => {
+                    self.dir_of(&s.path, false)?;
+                    None
+                }
             };
-            prepared.push((s, dir, name, temp, shown));
+            prepared.push((s, temp, shown));
         }
         // 2. Install, re-checking each baseline immediately before its replacement.
-        for (s, dir, name, temp, shown) in prepared {
-            let now = match read_at(&dir, &name) {
-                Ok(Some((bytes, mode))) => Baseline::Present {
-                    sha256: sha(&bytes),
-                    mode,
-                },
-                Ok(None) => Baseline::Absent,
+        for (s, temp, shown) in prepared {
+            let (dir, name) = self.dir_of(&s.path, false)?;
+            let now = match baseline_at(dir, &name) {
+                Ok(b) => b,
                 Err(_) => {
                     return Err(PatchError::Conflict {
                         path: shown,
@@ -862,9 +1000,12 @@ impl<'a> Commit<'a> {
                     reason,
                 });
             }
+            let (dir, name) = self.dirs.get(&s.path, false)?;
+            let renames = &mut self.renames;
+            let faults = self.faults;
             match (temp, &s.baseline) {
                 (Some(t), Baseline::Absent) => {
-                    match self.rename(&dir, &t, &name, RenameFlags::NOREPLACE) {
+                    match rename_at(renames, faults, dir, &t, &name, RenameFlags::NOREPLACE) {
                         Ok(()) => {}
                         Err(Errno::EXIST) => {
                             return Err(PatchError::Conflict {
@@ -874,44 +1015,40 @@ impl<'a> Commit<'a> {
                         }
                         Err(e) => return Err(io_err(&shown, e)),
                     }
-                    self.forget_temp(&t);
+                    self.temps.retain(|(_, n)| *n != t);
                     self.done.push(Done::Installed {
-                        dir: dup(&dir, &shown)?,
-                        name: name.clone(),
+                        path: s.path.clone(),
                         backup: None,
-                        shown: shown.clone(),
                     });
                 }
                 (Some(t), Baseline::Present { .. }) => {
                     let backup = temp_name("old", &name);
-                    rustix::fs::linkat(&dir, &name, &dir, &backup, AtFlags::empty())
+                    rustix::fs::linkat(dir, &name, dir, &backup, AtFlags::empty())
                         .map_err(|e| io_err(&shown, e))?;
-                    if let Err(e) = self.rename(&dir, &t, &name, RenameFlags::empty()) {
-                        let _ = rustix::fs::unlinkat(&dir, &backup, AtFlags::empty());
+                    if let Err(e) = rename_at(renames, faults, dir, &t, &name, RenameFlags::empty())
+                    {
+                        let _ = rustix::fs::unlinkat(dir, &backup, AtFlags::empty());
                         return Err(io_err(&shown, e));
                     }
-                    self.forget_temp(&t);
+                    self.temps.retain(|(_, n)| *n != t);
                     self.done.push(Done::Installed {
-                        dir: dup(&dir, &shown)?,
-                        name: name.clone(),
+                        path: s.path.clone(),
                         backup: Some(backup),
-                        shown: shown.clone(),
                     });
                 }
                 (None, Baseline::Present { .. }) => {
                     let backup = temp_name("old", &name);
-                    self.rename(&dir, &name, &backup, RenameFlags::NOREPLACE)
+                    rename_at(renames, faults, dir, &name, &backup, RenameFlags::NOREPLACE)
                         .map_err(|e| io_err(&shown, e))?;
                     self.done.push(Done::Removed {
-                        dir: dup(&dir, &shown)?,
-                        name: name.clone(),
+                        path: s.path.clone(),
                         backup,
-                        shown: shown.clone(),
                     });
                 }
                 (None, Baseline::Absent) => {}
             }
-            rustix::fs::fsync(&dir).map_err(|e| io_err(&shown, e))?;
+            let (dir, _) = self.dirs.get(&s.path, false)?;
+            rustix::fs::fsync(dir).map_err(|e| io_err(&shown, e))?;
         }
         Ok(())
     }
@@ -942,80 +1079,74 @@ impl<'a> Commit<'a> {
         }
     }
 
-    fn forget_temp(&mut self, t: &OsStr) {
-        self.temps.retain(|(_, n)| n != t);
-    }
-
     /// Success: drop the backups.
     fn finish(&mut self) {
-        for d in &self.done {
-            match d {
-                Done::Installed {
-                    dir,
-                    backup: Some(b),
-                    ..
-                }
-                | Done::Removed { dir, backup: b, .. } => {
-                    let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
-                    let _ = rustix::fs::fsync(dir);
-                }
-                Done::Installed { backup: None, .. } => {}
+        for d in std::mem::take(&mut self.done) {
+            if let Done::Installed {
+                path,
+                backup: Some(b),
+            }
+            | Done::Removed { path, backup: b } = d
+                && let Ok((dir, _)) = self.dirs.get(&path, false)
+            {
+                let _ = rustix::fs::unlinkat(dir, &b, AtFlags::empty());
+                let _ = rustix::fs::fsync(dir);
             }
         }
     }
 
-    /// Failure: put every file back, newest first.
+    /// Failure: put every file back, newest first, and remove every temp
+    /// file and every directory the commit made.
     fn rollback(&mut self, cause: PatchError) -> PatchError {
         let mut errors = Vec::new();
         let mut kept = Vec::new();
-        for d in self.done.drain(..).rev() {
-            match d {
+        for d in std::mem::take(&mut self.done).into_iter().rev() {
+            let (path, backup) = match &d {
+                Done::Installed { path, backup } => (path, backup.as_ref()),
+                Done::Removed { path, backup } => (path, Some(backup)),
+            };
+            let shown = path.as_given().to_owned();
+            let (dir, name) = match self.dirs.get(path, false) {
+                Ok(d) => d,
+                Err(e) => {
+                    errors.push(format!("{shown}: {e}"));
+                    if let Some(b) = backup {
+                        kept.push((shown, b.to_string_lossy().into_owned()));
+                    }
+                    continue;
+                }
+            };
+            match &d {
                 Done::Installed {
-                    dir,
-                    name,
-                    backup: Some(b),
-                    shown,
+                    backup: Some(b), ..
                 } => {
-                    if let Err(e) = rustix::fs::renameat(&dir, &b, &dir, &name) {
+                    if let Err(e) = rustix::fs::renameat(dir, b, dir, &name) {
                         errors.push(format!("{shown}: {e}"));
                         kept.push((shown, b.to_string_lossy().into_owned()));
                     }
-                    let _ = rustix::fs::fsync(&dir);
                 }
-                Done::Installed {
-                    dir,
-                    name,
-                    backup: None,
-                    shown,
-                } => {
-                    if let Err(e) = rustix::fs::unlinkat(&dir, &name, AtFlags::empty()) {
+                Done::Installed { backup: None, .. } => {
+                    if let Err(e) = rustix::fs::unlinkat(dir, &name, AtFlags::empty()) {
                         errors.push(format!("{shown}: {e}"));
                     }
-                    let _ = rustix::fs::fsync(&dir);
                 }
-                Done::Removed {
-                    dir,
-                    name,
-                    backup,
-                    shown,
-                } => {
-                    if let Err(e) = rustix::fs::renameat_with(
-                        &dir,
-                        &backup,
-                        &dir,
-                        &name,
-                        RenameFlags::NOREPLACE,
-                    ) {
+                Done::Removed { backup, .. } => {
+                    if let Err(e) =
+                        rustix::fs::renameat_with(dir, backup, dir, &name, RenameFlags::NOREPLACE)
+                    {
                         errors.push(format!("{shown}: {e}"));
                         kept.push((shown, backup.to_string_lossy().into_owned()));
                     }
-                    let _ = rustix::fs::fsync(&dir);
                 }
             }
+            let _ = rustix::fs::fsync(dir);
         }
-        for (dir, t) in self.temps.drain(..) {
-            let _ = rustix::fs::unlinkat(&dir, &t, AtFlags::empty());
+        for (path, t) in std::mem::take(&mut self.temps) {
+            if let Ok((dir, _)) = self.dirs.get(&path, false) {
+                let _ = rustix::fs::unlinkat(dir, &t, AtFlags::empty());
+            }
         }
+        self.dirs.open.clear();
         for d in self.created_dirs.drain(..).rev() {
             if let Ok((parent, name)) = self.ws.open_parent(&d, false) {
                 let _ = rustix::fs::unlinkat(&parent, &name, AtFlags::REMOVEDIR);
@@ -1031,8 +1162,4 @@ impl<'a> Commit<'a> {
             }
         }
     }
-}
-
-fn dup(fd: &OwnedFd, shown: &str) -> Result<OwnedFd, PatchError> {
-    rustix::io::dup(fd).map_err(|e| io_err(shown, e))
 }

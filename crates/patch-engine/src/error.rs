@@ -50,6 +50,18 @@ pub enum PatchError {
         /// `a symbolic link`, `a special file`.
         what: &'static str,
     },
+    /// The file is larger than the engine's cap; it was not read.
+    #[error(
+        "{path} is {size} bytes, more than the {max_bytes}-byte limit of apply_patch; it was not read"
+    )]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The cap.
+        max_bytes: u64,
+    },
     /// The file is not UTF-8.
     #[error("{path} is not valid UTF-8 (first invalid byte at offset {offset})")]
     Encoding {

@@ -39,8 +39,8 @@ mod plan;
 mod recent;
 
 pub use commit::{
-    ApplyOptions, Faults, FileChange, Operation, PatchEngine, PatchFailure, PatchReport,
-    TEMP_PREFIX, Unplanned,
+    ApplyOptions, DEFAULT_MAX_FILE_BYTES, Faults, FileChange, Operation, PatchEngine, PatchFailure,
+    PatchReport, TEMP_PREFIX, Unplanned,
 };
 pub use error::PatchError;
 pub use leftovers::{Leftovers, clean_leftovers};

@@ -195,8 +195,8 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
         let at = no(first + 1 + i);
         if t.is_empty() {
             i += 1;
-        } else if let Some(path) = t.strip_prefix(ADD) {
-            let path = nonempty_path(path, at)?;
+        } else if t.starts_with(ADD) {
+            let path = nonempty_path(after(line, ADD), at)?;
             let mut content = Vec::new();
             i += 1;
             while i < body.len() {
@@ -211,17 +211,21 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
                 lines: content,
                 line: at,
             });
-        } else if let Some(path) = t.strip_prefix(DELETE) {
+        } else if t.starts_with(DELETE) {
             ops.push(Op::Delete {
-                path: nonempty_path(path, at)?,
+                path: nonempty_path(after(line, DELETE), at)?,
                 line: at,
             });
             i += 1;
-        } else if let Some(path) = t.strip_prefix(UPDATE) {
-            let path = nonempty_path(path, at)?;
+        } else if t.starts_with(UPDATE) {
+            let path = nonempty_path(after(line, UPDATE), at)?;
             i += 1;
             let mut move_to = None;
-            if let Some(dest) = body.get(i).and_then(|l| l.trim().strip_prefix(MOVE)) {
+            if let Some(dest) = body
+                .get(i)
+                .filter(|l| l.trim().starts_with(MOVE))
+                .map(|l| after(l, MOVE))
+            {
                 move_to = Some(nonempty_path(dest, no(first + 1 + i))?);
                 i += 1;
             }
@@ -253,13 +257,36 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
     Ok(Patch { ops })
 }
 
+/// The path of an operation header. `raw` is what follows the header's
+/// marker on the line, untrimmed (only the line's own `\n` or `\r\n` is
+/// gone). Spaces and tabs around it are dropped; a control character (CR, LF,
+/// NUL, ...) or a Unicode line/paragraph separator anywhere else is refused:
+/// no file name the patch writes carries one.
 fn nonempty_path(raw: &str, line: usize) -> Result<String, ParseError> {
+    let inner = raw.trim_matches([' ', '\t']);
+    if let Some(c) = inner
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        return Err(err(
+            line,
+            format!(
+                "the path contains the control character U+{:04X}; file names in a patch are plain text on one line",
+                u32::from(c)
+            ),
+        ));
+    }
     let p = raw.trim();
     if p.is_empty() {
         Err(err(line, "the operation names no path"))
     } else {
         Ok(p.to_owned())
     }
+}
+
+/// What follows `marker` on `line` (leading whitespace skipped), untrimmed.
+fn after<'l>(line: &'l str, marker: &str) -> &'l str {
+    line.trim_start().strip_prefix(marker).unwrap_or_default()
 }
 
 /// Parses the hunks of one Update, from `start` up to the next operation.
@@ -474,6 +501,23 @@ mod tests {
             let e = parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");
         }
+        // Control characters in a path: refused, not written into a name.
+        for bad in [
+            "*** Begin Patch\n*** Add File: a\rb.txt\n+x\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a.txt\r\r\n+x\n*** End Patch",
+            "*** Begin Patch\n*** Delete File: a\0b\n*** End Patch",
+            "*** Begin Patch\n*** Update File: a\u{1b}[31m\n@@\n-x\n+y\n*** End Patch",
+            "*** Begin Patch\n*** Update File: a\n*** Move to: b\u{85}c\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a\u{2028}b\n+x\n*** End Patch",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.message.contains("control character"), "{bad:?}: {e}");
+            assert!(e.line == 2 || e.line == 3, "{bad:?}: {e}");
+        }
+        // A CRLF patch still parses, and spaces or tabs around a path are dropped.
+        let ok =
+            parse("*** Begin Patch\r\n*** Add File:\t a.txt \r\n+x\r\n*** End Patch\r\n").unwrap();
+        assert!(matches!(&ok.ops[0], Op::Add { path, .. } if path == "a.txt"));
         // Mismatched heredoc quotes are not unwrapped.
         assert!(parse("<<'EOF\n*** Begin Patch\n*** End Patch\nEOF").is_err());
     }

@@ -59,76 +59,112 @@ fn ascii_punct(c: char) -> char {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seg {
-    text: String,
+/// One segment: a line without its `\n` (and without a `\r` before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seg<'a> {
+    text: &'a str,
     /// A `\r` stood before this segment's `\n`.
     cr: bool,
 }
 
-/// A text file split into segments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileText {
+/// Segments in order, from a byte offset of the body.
+#[derive(Debug, Clone)]
+struct Segs<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Segs<'a> {
+    type Item = Seg<'a>;
+
+    fn next(&mut self) -> Option<Seg<'a>> {
+        let rest = self.rest?;
+        Some(match rest.find('\n') {
+            Some(i) => {
+                self.rest = Some(&rest[i + 1..]);
+                match rest[..i].strip_suffix('\r') {
+                    Some(text) => Seg { text, cr: true },
+                    None => Seg {
+                        text: &rest[..i],
+                        cr: false,
+                    },
+                }
+            }
+            None => {
+                self.rest = None;
+                Seg {
+                    text: rest,
+                    cr: false,
+                }
+            }
+        })
+    }
+}
+
+/// Every `STRIDE`th segment's offset is kept; others are found by scanning.
+const STRIDE: usize = 64;
+
+/// A text file seen as segments, borrowed: no copy of its lines is made.
+/// Its index costs one `usize` per `STRIDE` lines.
+#[derive(Debug)]
+struct FileText<'a> {
     bom: bool,
-    segs: Vec<Seg>,
+    body: &'a str,
+    /// Number of segments (one more than the number of `\n`).
+    len: usize,
+    /// Byte offset of segment `k * STRIDE`.
+    marks: Vec<usize>,
 }
 
 const BOM: &str = "\u{FEFF}";
 
-impl FileText {
-    fn parse(text: &str) -> Self {
+impl<'a> FileText<'a> {
+    fn parse(text: &'a str) -> Self {
         let (bom, body) = match text.strip_prefix(BOM) {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let mut parts: Vec<&str> = body.split('\n').collect();
-        let last = parts.pop().unwrap_or("");
-        let mut segs: Vec<Seg> = parts
-            .into_iter()
-            .map(|p| match p.strip_suffix('\r') {
-                Some(t) => Seg {
-                    text: t.to_owned(),
-                    cr: true,
-                },
-                None => Seg {
-                    text: p.to_owned(),
-                    cr: false,
-                },
-            })
-            .collect();
-        segs.push(Seg {
-            text: last.to_owned(),
-            cr: false,
-        });
-        Self { bom, segs }
+        let mut marks = vec![0];
+        let mut len = 1;
+        let mut at = 0;
+        while let Some(i) = body[at..].find('\n') {
+            at += i + 1;
+            if len % STRIDE == 0 {
+                marks.push(at);
+            }
+            len += 1;
+        }
+        Self {
+            bom,
+            body,
+            len,
+            marks,
+        }
     }
 
-    fn render(&self) -> String {
-        let mut out = String::with_capacity(self.segs.iter().map(|s| s.text.len() + 2).sum());
-        if self.bom {
-            out.push_str(BOM);
+    /// Byte offset where segment `i` starts (`i < len`).
+    fn offset(&self, i: usize) -> usize {
+        let mut at = self.marks[i / STRIDE];
+        for _ in 0..i % STRIDE {
+            at += self.body[at..].find('\n').map_or(0, |k| k + 1);
         }
-        let n = self.segs.len();
-        for (i, s) in self.segs.iter().enumerate() {
-            out.push_str(&s.text);
-            if i + 1 < n {
-                if s.cr {
-                    out.push('\r');
-                }
-                out.push('\n');
-            }
+        at
+    }
+
+    /// The segments from `i` on (none when `i >= len`).
+    fn segs(&self, i: usize) -> Segs<'a> {
+        Segs {
+            rest: (i < self.len).then(|| &self.body[self.offset(i)..]),
         }
-        out
     }
 
     /// CRLF when the first line break is CRLF.
     fn prefers_crlf(&self) -> bool {
-        self.segs.len() > 1 && self.segs[0].cr
+        self.len > 1 && self.segs(0).next().is_some_and(|s| s.cr)
     }
 
-    /// Index of the trailing empty segment, when the file ends with `\n`.
+    /// The file ends with `\n` (its last segment is the empty one after it).
     fn ends_with_newline(&self) -> bool {
-        self.segs.len() > 1 && self.segs.last().is_some_and(|s| s.text.is_empty())
+        self.body.ends_with('\n')
     }
 }
 
@@ -217,32 +253,87 @@ pub struct Planned {
     pub removed: usize,
 }
 
-struct Placement {
+struct Placement<'c> {
     hunk: usize,
     start: usize,
     old_len: usize,
-    lines: Vec<HunkLine>,
+    lines: &'c [HunkLine],
+}
+
+/// At most this many match lines are listed in an ambiguity (all are counted).
+const MAX_LISTED_MATCHES: usize = 50;
+
+/// The matches of one tier: how many, and where the first ones start.
+#[derive(Default)]
+struct Hits {
+    count: usize,
+    first: Vec<usize>,
+}
+
+impl Hits {
+    fn push(&mut self, start: usize) {
+        self.count += 1;
+        if self.first.len() < MAX_LISTED_MATCHES {
+            self.first.push(start);
+        }
+    }
+}
+
+/// `line` equals `want` (already normalized for `tier`) at `tier`, without
+/// allocating.
+fn line_eq(tier: Tier, line: &str, want: &str) -> bool {
+    match tier {
+        Tier::Exact => line == want,
+        Tier::TrailingWhitespace => line.trim_end() == want,
+        Tier::SurroundingWhitespace => line.trim() == want,
+        Tier::Punctuation => line.trim().chars().map(ascii_punct).eq(want.chars()),
+    }
+}
+
+/// The segments at `at` begin with `want` at `tier`.
+fn window_eq(tier: Tier, at: &Segs<'_>, want: &[std::borrow::Cow<'_, str>]) -> bool {
+    let mut it = at.clone();
+    want.iter()
+        .all(|w| it.next().is_some_and(|s| line_eq(tier, s.text, w)))
+}
+
+/// Adds to `hits` every start in `from..=to` where `want` matches at `tier`.
+fn scan(
+    file: &FileText<'_>,
+    from: usize,
+    to: usize,
+    tier: Tier,
+    want: &[std::borrow::Cow<'_, str>],
+    hits: &mut Hits,
+) {
+    if from > to {
+        return;
+    }
+    let mut it = file.segs(from);
+    for s in from..=to {
+        if window_eq(tier, &it, want) {
+            hits.push(s);
+        }
+        if it.next().is_none() {
+            break;
+        }
+    }
 }
 
 /// Applies `chunks` to `text`.
+///
+/// The file is never copied line by line: matching walks the text in place,
+/// so planning costs the new text plus a small index (a few bytes per 64
+/// lines) beyond the input.
 pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> {
     let file = FileText::parse(text);
-    let norms: Vec<Vec<String>> = Tier::ALL
-        .iter()
-        .map(|t| {
-            file.segs
-                .iter()
-                .map(|s| t.normalize(&s.text).into_owned())
-                .collect()
-        })
-        .collect();
     let mut cursor = 0usize;
-    let mut placements: Vec<Placement> = Vec::new();
+    let mut placements: Vec<Placement<'_>> = Vec::new();
     let mut reports = Vec::new();
     for (index, chunk) in chunks.iter().enumerate() {
         let mut window_start = cursor;
         for anchor in &chunk.anchors {
-            window_start = find_anchor(&norms, anchor, window_start).ok_or_else(|| {
+            window_start = find_anchor(&file, anchor, window_start).ok_or_else(|| {
                 PlanError::AnchorNotFound {
                     index,
                     patch_line: chunk.line,
@@ -250,25 +341,25 @@ pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> 
                 }
             })? + 1;
         }
-        let mut lines = chunk.lines.clone();
-        let mut old: Vec<String> = chunk.old_lines().into_iter().map(str::to_owned).collect();
+        let mut lines = &chunk.lines[..];
+        let mut old: Vec<&str> = chunk.old_lines();
         let (start, tier) = if old.is_empty() {
             (insertion_point(&file, chunk, window_start), Tier::Exact)
         } else {
-            match locate(&file, &norms, &old, chunk, window_start, index)? {
+            match locate(&file, &old, chunk, window_start, index)? {
                 Some(found) => found,
-                None if old.last().is_some_and(String::is_empty)
+                None if old.last().is_some_and(|l| l.is_empty())
                     && matches!(lines.last(), Some(HunkLine::Context(t)) if t.is_empty()) =>
                 {
                     // A trailing blank context line written for the final newline.
                     old.pop();
-                    lines.pop();
-                    match locate(&file, &norms, &old, chunk, window_start, index)? {
+                    lines = &lines[..lines.len() - 1];
+                    match locate(&file, &old, chunk, window_start, index)? {
                         Some(found) => found,
-                        None => return Err(not_found(&norms, &old, chunk, index)),
+                        None => return Err(not_found(&file, &old, chunk, index)),
                     }
                 }
-                None => return Err(not_found(&norms, &old, chunk, index)),
+                None => return Err(not_found(&file, &old, chunk, index)),
             }
         };
         cursor = cursor.max(start + old.len());
@@ -298,25 +389,81 @@ pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> 
     Ok(build(&file, &placements, reports))
 }
 
-fn build(file: &FileText, placements: &[Placement], hunks: Vec<HunkReport>) -> Planned {
-    let crlf = file.prefers_crlf();
-    let last_index = file.segs.len() - 1;
-    // Each output segment, and whether it is the file's old (unterminated) last one.
-    let mut out: Vec<(Seg, bool)> = Vec::with_capacity(file.segs.len() + 8);
+/// The new text being written: each segment with its line ending; the
+/// ending after the last one is dropped at the end.
+struct Out<'f, 'a> {
+    file: &'f FileText<'a>,
+    text: String,
+    /// Length of the ending after the last segment written.
+    tail: usize,
+    eol: &'static str,
+}
+
+impl Out<'_, '_> {
+    /// Copies the file's segments `a..b`, with their own endings; the old
+    /// last segment (which had none) gains the file's preferred one.
+    fn copy(&mut self, a: usize, b: usize) {
+        if a >= b {
+            return;
+        }
+        let body = self.file.body;
+        let start = self.file.offset(a);
+        if b < self.file.len {
+            let end = self.file.offset(b);
+            self.text.push_str(&body[start..end]);
+            self.tail = if body[..end].ends_with("\r\n") { 2 } else { 1 };
+        } else {
+            self.text.push_str(&body[start..]);
+            self.text.push_str(self.eol);
+            self.tail = self.eol.len();
+        }
+    }
+
+    fn add(&mut self, line: &str) {
+        self.text.push_str(line);
+        self.text.push_str(self.eol);
+        self.tail = self.eol.len();
+    }
+
+    fn finish(mut self) -> String {
+        let keep = self.text.len() - self.tail;
+        self.text.truncate(keep);
+        self.text
+    }
+}
+
+fn build(file: &FileText<'_>, placements: &[Placement<'_>], hunks: Vec<HunkReport>) -> Planned {
+    let eol = if file.prefers_crlf() { "\r\n" } else { "\n" };
+    let added_bytes: usize = placements
+        .iter()
+        .flat_map(|p| p.lines)
+        .map(|l| match l {
+            HunkLine::Add(t) => t.len() + eol.len(),
+            _ => 0,
+        })
+        .sum();
+    let mut text = String::with_capacity(BOM.len() + file.body.len() + added_bytes + eol.len());
+    if file.bom {
+        text.push_str(BOM);
+    }
+    let mut out = Out {
+        file,
+        text,
+        tail: 0,
+        eol,
+    };
     let (mut added, mut removed) = (0, 0);
     let mut pos = 0;
-    let copy =
-        |out: &mut Vec<(Seg, bool)>, i: usize| out.push((file.segs[i].clone(), i == last_index));
     for p in placements {
-        while pos < p.start {
-            copy(&mut out, pos);
-            pos += 1;
+        if pos < p.start {
+            out.copy(pos, p.start);
+            pos = p.start;
         }
         let mut j = p.start;
-        for l in &p.lines {
+        for l in p.lines {
             match l {
                 HunkLine::Context(_) => {
-                    copy(&mut out, j);
+                    out.copy(j, j + 1);
                     j += 1;
                 }
                 HunkLine::Remove(_) => {
@@ -325,51 +472,15 @@ fn build(file: &FileText, placements: &[Placement], hunks: Vec<HunkReport>) -> P
                 }
                 HunkLine::Add(t) => {
                     added += 1;
-                    out.push((
-                        Seg {
-                            text: t.clone(),
-                            cr: crlf,
-                        },
-                        false,
-                    ));
+                    out.add(t);
                 }
             }
         }
         pos = j.max(pos);
     }
-    while pos <= last_index {
-        copy(&mut out, pos);
-        pos += 1;
-    }
-    if out.is_empty() {
-        out.push((
-            Seg {
-                text: String::new(),
-                cr: false,
-            },
-            false,
-        ));
-    }
-    // The old last line had no ending; if the edit put lines after it, it
-    // gains the file's preferred ending.
-    let n = out.len();
-    let segs = out
-        .into_iter()
-        .enumerate()
-        .map(|(i, (mut seg, was_last))| {
-            if was_last && i + 1 < n {
-                seg.cr = crlf;
-            }
-            seg
-        })
-        .collect();
-    let text = FileText {
-        bom: file.bom,
-        segs,
-    }
-    .render();
+    out.copy(pos, file.len);
     Planned {
-        text,
+        text: out.finish(),
         hunks,
         added,
         removed,
@@ -378,21 +489,21 @@ fn build(file: &FileText, placements: &[Placement], hunks: Vec<HunkReport>) -> P
 
 /// Where a pure addition goes: after the last anchor, else at the end
 /// (before the final newline's empty segment).
-fn insertion_point(file: &FileText, chunk: &Chunk, after_anchors: usize) -> usize {
+fn insertion_point(file: &FileText<'_>, chunk: &Chunk, after_anchors: usize) -> usize {
     if !chunk.anchors.is_empty() && !chunk.eof {
         return after_anchors;
     }
-    if file.ends_with_newline() || (file.segs.len() == 1 && file.segs[0].text.is_empty()) {
-        file.segs.len() - 1
+    if file.ends_with_newline() || file.body.is_empty() {
+        file.len - 1
     } else {
-        file.segs.len()
+        file.len
     }
 }
 
-fn find_anchor(norms: &[Vec<String>], anchor: &str, from: usize) -> Option<usize> {
-    for (t, tier) in Tier::ALL.iter().enumerate() {
+fn find_anchor(file: &FileText<'_>, anchor: &str, from: usize) -> Option<usize> {
+    for tier in Tier::ALL {
         let want = tier.normalize(anchor);
-        if let Some(i) = norms[t].iter().skip(from).position(|l| *l == *want) {
+        if let Some(i) = file.segs(from).position(|s| line_eq(tier, s.text, &want)) {
             return Some(from + i);
         }
     }
@@ -401,52 +512,46 @@ fn find_anchor(norms: &[Vec<String>], anchor: &str, from: usize) -> Option<usize
 
 /// Finds the hunk's expected lines; `Ok(None)` when no tier finds them.
 fn locate(
-    file: &FileText,
-    norms: &[Vec<String>],
-    old: &[String],
+    file: &FileText<'_>,
+    old: &[&str],
     chunk: &Chunk,
     window_start: usize,
     index: usize,
 ) -> Result<Option<(usize, Tier)>, PlanError> {
-    let n = file.segs.len();
+    let n = file.len;
     if old.len() > n {
         return Ok(None);
     }
     let last_start = n - old.len();
-    let starts: Vec<usize> = if chunk.eof {
-        // At the very end, or just before the final newline's empty segment.
-        let mut v = vec![last_start];
-        if file.ends_with_newline() && last_start > 0 {
-            v.push(last_start - 1);
+    for tier in Tier::ALL {
+        let want: Vec<_> = old.iter().map(|l| tier.normalize(l)).collect();
+        let mut hits = Hits::default();
+        if chunk.eof {
+            // At the very end, or just before the final newline's empty segment.
+            scan(file, last_start, last_start, tier, &want, &mut hits);
+            if file.ends_with_newline() && last_start > 0 {
+                scan(file, last_start - 1, last_start - 1, tier, &want, &mut hits);
+            }
+        } else {
+            scan(file, window_start, last_start, tier, &want, &mut hits);
         }
-        v
-    } else if window_start <= last_start {
-        (window_start..=last_start).collect()
-    } else {
-        Vec::new()
-    };
-    for (t, tier) in Tier::ALL.iter().enumerate() {
-        let want: Vec<String> = old.iter().map(|l| tier.normalize(l).into_owned()).collect();
-        let hits: Vec<usize> = starts
-            .iter()
-            .copied()
-            .filter(|&s| norms[t][s..s + want.len()] == want[..])
-            .collect();
         // Anchors and the end marker say where: the nearest wins.
         let pinned = !chunk.anchors.is_empty() || chunk.eof;
-        if let Some(found) = verdict(&hits, *tier, pinned, chunk, index)? {
+        if let Some(found) = verdict(&hits, tier, pinned, chunk, index)? {
             return Ok(Some(found));
         }
     }
     // Models sometimes write hunks out of file order: accept a unique match
     // before the window too (overlaps are caught afterwards).
     if window_start > 0 && !chunk.eof {
-        for (t, tier) in Tier::ALL.iter().enumerate() {
-            let want: Vec<String> = old.iter().map(|l| tier.normalize(l).into_owned()).collect();
-            let hits: Vec<usize> = (0..window_start.min(last_start + 1))
-                .filter(|&s| norms[t][s..s + want.len()] == want[..])
-                .collect();
-            if let Some(found) = verdict(&hits, *tier, false, chunk, index)? {
+        for tier in Tier::ALL {
+            let want: Vec<_> = old.iter().map(|l| tier.normalize(l)).collect();
+            let mut hits = Hits::default();
+            let end = window_start.min(last_start + 1);
+            if end > 0 {
+                scan(file, 0, end - 1, tier, &want, &mut hits);
+            }
+            if let Some(found) = verdict(&hits, tier, false, chunk, index)? {
                 return Ok(Some(found));
             }
         }
@@ -457,50 +562,54 @@ fn locate(
 /// One tier's matches: none (try the next tier), one (or several when
 /// `pinned`: the first) found, or several and ambiguous.
 fn verdict(
-    hits: &[usize],
+    hits: &Hits,
     tier: Tier,
     pinned: bool,
     chunk: &Chunk,
     index: usize,
 ) -> Result<Option<(usize, Tier)>, PlanError> {
-    match hits {
-        [] => Ok(None),
-        [only] => Ok(Some((*only, tier))),
-        [first, ..] if pinned => Ok(Some((*first, tier))),
-        _ => Err(PlanError::Ambiguous {
+    match (hits.count, hits.first.first()) {
+        (0, _) | (_, None) => Ok(None),
+        (1, Some(only)) => Ok(Some((*only, tier))),
+        (_, Some(first)) if pinned => Ok(Some((*first, tier))),
+        (count, _) => Err(PlanError::Ambiguous {
             index,
             patch_line: chunk.line,
-            count: hits.len(),
-            lines: hits.iter().map(|s| s + 1).collect(),
+            count,
+            lines: hits.first.iter().map(|s| s + 1).collect(),
             tier,
         }),
     }
 }
 
-fn not_found(norms: &[Vec<String>], old: &[String], chunk: &Chunk, index: usize) -> PlanError {
-    let trimmed = &norms[2];
-    let want: Vec<String> = old.iter().map(|l| l.trim().to_owned()).collect();
+fn not_found(file: &FileText<'_>, old: &[&str], chunk: &Chunk, index: usize) -> PlanError {
+    let want: Vec<&str> = old.iter().map(|l| l.trim()).collect();
     let mut best: Option<Closest> = None;
-    if !want.is_empty() && !trimmed.is_empty() {
-        let span = want.len().min(trimmed.len());
-        for s in 0..=(trimmed.len() - span) {
-            let agree = (0..span).filter(|&k| trimmed[s + k] == want[k]).count();
+    if !want.is_empty() {
+        let span = want.len().min(file.len);
+        let mut it = file.segs(0);
+        for s in 0..=(file.len - span) {
+            let window = || it.clone().take(span).map(|l| l.text.trim());
+            let agree = window().zip(&want).filter(|(l, w)| l == *w).count();
             if agree > 0 && best.as_ref().is_none_or(|b| agree > b.matching_lines) {
-                let diff = (0..span)
-                    .find(|&k| trimmed[s + k] != want[k])
-                    .map(|k| (old[k].clone(), trimmed[s + k].clone()));
+                let diff = window()
+                    .zip(&want)
+                    .enumerate()
+                    .find(|(_, (l, w))| l != *w)
+                    .map(|(k, (l, _))| (old[k].to_owned(), l.to_owned()));
                 best = Some(Closest {
                     line: s + 1,
                     matching_lines: agree,
                     first_difference: diff,
                 });
             }
+            it.next();
         }
     }
     PlanError::ContextNotFound {
         index,
         patch_line: chunk.line,
-        expected: old.to_vec(),
+        expected: old.iter().map(|l| (*l).to_owned()).collect(),
         closest: best,
     }
 }

@@ -160,6 +160,16 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_MAX_WAIT_SECS", default_value_t = 30)]
     pub max_wait_secs: u64,
 
+    /// Largest file apply_patch reads to update, move or delete it, in bytes;
+    /// larger ones are refused (PATCH_FAILED, reason file_too_large) before
+    /// they are read. A patch holds about twice the file in memory
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES",
+        default_value_t = ctm_patch_engine::DEFAULT_MAX_FILE_BYTES
+    )]
+    pub patch_max_file_bytes: u64,
+
     /// Append structuredContent as JSON text for text-only clients
     #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON", value_parser = truthy_parser())]
     pub text_json: bool,
@@ -274,6 +284,7 @@ pub struct Config {
     pub dangerously_skip_all_permissions: bool,
     pub fake_readonly_annotations: bool,
     pub max_wait_secs: u64,
+    pub patch_max_file_bytes: u64,
     pub text_json: bool,
     pub trace: TraceLevel,
     pub trace_file: Option<PathBuf>,
@@ -465,6 +476,9 @@ impl Cli {
         if self.max_wait_secs == 0 {
             return Err("--max-wait-secs must be at least 1".into());
         }
+        if self.patch_max_file_bytes == 0 {
+            return Err("--patch-max-file-bytes must be at least 1".into());
+        }
         Ok(Config {
             workspace,
             host: self.host,
@@ -492,6 +506,7 @@ impl Cli {
             dangerously_skip_all_permissions: self.dangerously_skip_all_permissions,
             fake_readonly_annotations: self.dangerously_fake_readonly_annotations,
             max_wait_secs: self.max_wait_secs,
+            patch_max_file_bytes: self.patch_max_file_bytes,
             text_json: self.text_json,
             // A trace file is asked for to be written: it turns the trace on.
             trace: trace_level(self.trace || self.trace_file.is_some(), trace_env),
@@ -525,6 +540,7 @@ mod tests {
         assert_eq!(c.permission_mode, PermissionMode::Safe);
         assert!(c.view_image);
         assert_eq!(c.max_wait_secs, 30);
+        assert_eq!(c.patch_max_file_bytes, 32 * 1024 * 1024);
     }
 
     #[test]

@@ -268,6 +268,18 @@ pub fn patch_error(e: PatchError) -> ToolError {
             json!({"path": path, "reason": "not_regular_file", "is": what}),
             "Patch the file a link points to by its own path; links are never written through.",
         ),
+        PatchError::TooLarge {
+            path,
+            size,
+            max_bytes,
+        } => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "file_too_large", "size_bytes": size, "max_bytes": max_bytes, "setting": "--patch-max-file-bytes / CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES"}),
+            "Nothing was written. apply_patch does not read files this large: make the edit with exec_command instead (e.g. sed -i, or a short script), or ask the operator to raise --patch-max-file-bytes.",
+        ),
         PatchError::Encoding { path, offset } => err(
             "UNSUPPORTED_ENCODING",
             Validation,

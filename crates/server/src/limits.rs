@@ -25,6 +25,8 @@ pub struct Limits {
     pub max_http_connections_per_ip: usize,
     /// How long shutdown waits for in-flight HTTP requests.
     pub shutdown_grace_secs: u64,
+    /// Largest file apply_patch reads (`--patch-max-file-bytes`).
+    pub patch_max_file_bytes: u64,
     /// Project-context budgets.
     pub context: ContextLimits,
     /// Command output retention.
@@ -42,6 +44,7 @@ impl Limits {
             max_http_connections: 256,
             max_http_connections_per_ip: 64,
             shutdown_grace_secs: 5,
+            patch_max_file_bytes: ctm_patch_engine::DEFAULT_MAX_FILE_BYTES,
             context: ContextLimits::default(),
             retention: RetentionBudget::default(),
         }
@@ -58,6 +61,9 @@ impl Limits {
             "body_read_timeout_secs": self.body_read_timeout_secs,
             "max_http_connections": self.max_http_connections,
             "max_http_connections_per_ip": self.max_http_connections_per_ip,
+            "apply_patch": {
+                "max_file_bytes": self.patch_max_file_bytes,
+            },
             "project_context": {
                 "max_files": c.max_files,
                 "per_file_bytes": c.per_file_bytes,

@@ -205,3 +205,88 @@ fn concurrent_patches_lose_nothing() {
         want
     );
 }
+
+/// A commit across more directories than the engine keeps open (it reopens
+/// evicted ones by path), failed at its last rename: every file, temp file
+/// and created directory is gone again; without the fault it applies.
+#[test]
+fn a_failed_commit_across_many_directories_leaves_nothing_behind() {
+    let dirs = 150;
+    let mut patch = String::from("*** Begin Patch\n*** Update File: keep.txt\n-k\n+K\n");
+    for i in 0..dirs {
+        patch.push_str(&format!("*** Add File: d{i:03}/sub/f.txt\n+{i}\n"));
+    }
+    patch.push_str("*** End Patch\n");
+    let renames = dirs + 1;
+    for fail_at in [1, renames / 2, renames] {
+        let (t, engine) = setup(&[("keep.txt", "k\n")]);
+        let before = tree(t.path());
+        let opts = ApplyOptions {
+            dry_run: false,
+            faults: Faults {
+                fail_rename_at: Some(fail_at),
+                before_commit: None,
+            },
+        };
+        let e = engine.apply(&patch, &opts).unwrap_err();
+        assert_eq!(kind(&e), "io", "{e}");
+        assert_eq!(tree(t.path()), before, "rename {fail_at}");
+        let entries: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, ["keep.txt"], "rename {fail_at}");
+    }
+    let (t, engine) = setup(&[("keep.txt", "k\n")]);
+    let r = engine.apply(&patch, &ApplyOptions::default()).unwrap();
+    assert_eq!(r.files.len(), dirs + 1);
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("d149/sub/f.txt")).unwrap(),
+        "149\n"
+    );
+    assert!(tree(t.path()).keys().all(|k| !k.contains(TEMP_PREFIX)));
+}
+
+/// A file over the cap is refused from its metadata, unread: a 4 GiB sparse
+/// file costs nothing. Update, delete and move alike; adds are not capped.
+#[test]
+fn a_file_over_the_size_cap_is_refused_before_it_is_read() {
+    let (t, engine) = setup(&[("small.txt", "0123456789\n")]);
+    let big = std::fs::File::create(t.path().join("huge.txt")).unwrap();
+    big.set_len(4 << 30).unwrap();
+    for patch in [
+        "*** Begin Patch\n*** Update File: huge.txt\n@@\n-x\n+y\n*** End Patch",
+        "*** Begin Patch\n*** Delete File: huge.txt\n*** End Patch",
+        "*** Begin Patch\n*** Update File: huge.txt\n*** Move to: moved.txt\n*** End Patch",
+    ] {
+        let e = engine.apply(patch, &ApplyOptions::default()).unwrap_err();
+        assert_eq!(
+            e,
+            PatchError::TooLarge {
+                path: "huge.txt".into(),
+                size: 4 << 30,
+                max_bytes: ctm_patch_engine::DEFAULT_MAX_FILE_BYTES,
+            }
+        );
+    }
+    let small = PatchEngine::new(Workspace::open(t.path()).unwrap(), true).with_max_file_bytes(10);
+    let e = small
+        .apply(
+            "*** Begin Patch\n*** Update File: small.txt\n@@\n-0123456789\n+x\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "too_large");
+    // At the cap exactly it is read; an Add of any size is not capped.
+    let at_cap = PatchEngine::new(Workspace::open(t.path()).unwrap(), true).with_max_file_bytes(11);
+    at_cap
+        .apply(
+            "*** Begin Patch\n*** Update File: small.txt\n@@\n-0123456789\n+x\n*** Add File: long.txt\n+0123456789abcdef\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
+        "x\n"
+    );
+}

@@ -60,6 +60,7 @@ pub fn kind(e: &PatchError) -> &'static str {
         PatchError::AlreadyExists { .. } => "already_exists",
         PatchError::IsDirectory(_) => "is_directory",
         PatchError::NotRegular { .. } => "not_regular",
+        PatchError::TooLarge { .. } => "too_large",
         PatchError::Encoding { .. } => "encoding",
         PatchError::AfterDelete(_) => "after_delete",
         PatchError::GitDirProtected(_) => "git_dir",

@@ -30,6 +30,8 @@ fn help_names_the_important_flags() {
         "--dangerously-skip-all-permissions",
         "--dangerously-fake-readonly-annotations",
         "--max-wait-secs",
+        "--patch-max-file-bytes",
+        "CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES",
         "--text-json",
         "--auth-mode",
         "--generate-auth-token",

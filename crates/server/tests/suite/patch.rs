@@ -661,3 +661,194 @@ fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
         "works\n"
     );
 }
+
+/// The server under `prlimit --nofile=N:N` (open files, soft and hard).
+fn start_with_nofile(ws: &Path, nofile: u32) -> StdioServer {
+    let base = command(ws, &["--stdio"]);
+    let mut c = Command::new("prlimit");
+    c.arg(format!("--nofile={nofile}:{nofile}"))
+        .arg("--")
+        .arg(base.get_program())
+        .args(base.get_args());
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    StdioServer::start_with(&mut c)
+}
+
+/// A patch the server still serves after: a one-line update applies.
+fn still_serving(s: &mut StdioServer, ws: &Path) {
+    std::fs::write(ws.join("alive.txt"), "a\n").unwrap();
+    let r = patch_call(
+        s,
+        "*** Begin Patch\n*** Update File: alive.txt\n@@\n-a\n+b\n*** End Patch",
+        false,
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("alive.txt")).unwrap(),
+        "b\n"
+    );
+}
+
+/// Files over `--patch-max-file-bytes` (default 32 MiB) are refused from
+/// their size, before they are read: a 4 GiB sparse file answers at once
+/// (it once got the server OOM-killed), with the cap and what to do instead.
+#[test]
+fn a_file_over_the_size_cap_is_refused_before_it_is_read() {
+    let ws = workspace();
+    let big = std::fs::File::create(ws.path().join("huge.log")).unwrap();
+    big.set_len(4 << 30).unwrap();
+    std::fs::write(ws.path().join("small.txt"), "0123456789\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for dry_run in [true, false] {
+        let r = patch_call(
+            &mut s,
+            "*** Begin Patch\n*** Update File: huge.log\n@@\n-x\n+y\n*** End Patch",
+            dry_run,
+        );
+        let e = &r["structuredContent"]["error"];
+        assert_eq!(
+            (e["code"].clone(), e["retryable"].clone()),
+            (json!("PATCH_FAILED"), json!(false)),
+            "{r}"
+        );
+        assert_eq!(e["details"]["reason"], "file_too_large", "{r}");
+        assert_eq!(e["details"]["size_bytes"], json!(4u64 << 30));
+        assert_eq!(e["details"]["max_bytes"], json!(32 * 1024 * 1024));
+        assert!(
+            e["details"]["retry_hint"]
+                .as_str()
+                .unwrap()
+                .contains("exec_command"),
+            "{r}"
+        );
+    }
+    still_serving(&mut s, ws.path());
+    // The cap is configurable, and server_info reports it.
+    let mut s = StdioServer::start(ws.path(), &["--patch-max-file-bytes", "10"]);
+    let info = s.request(&call(2, "server_info", json!({})))["result"].clone();
+    assert_eq!(
+        info["structuredContent"]["limits"]["apply_patch"]["max_file_bytes"], 10,
+        "{info}"
+    );
+    let r = patch_call(
+        &mut s,
+        "*** Begin Patch\n*** Update File: small.txt\n@@\n-0123456789\n+x\n*** End Patch",
+        false,
+    );
+    assert_eq!(
+        r["structuredContent"]["error"]["details"]["reason"], "file_too_large",
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("small.txt")).unwrap(),
+        "0123456789\n"
+    );
+}
+
+/// A patch adding 20,000 files (once EMFILE after 33 s, with a 0-byte temp
+/// file left behind) stages them one open file at a time: it applies under
+/// an open-file limit of 256, leaves no temp file, and the server serves on.
+#[test]
+fn twenty_thousand_added_files_stage_in_bounded_file_handles() {
+    let ws = workspace();
+    let mut patch = String::from("*** Begin Patch\n");
+    for i in 0..20_000 {
+        patch.push_str(&format!(
+            "*** Add File: gen/d{:03}/f{i:05}.txt\n+{i}\n",
+            i % 100
+        ));
+    }
+    patch.push_str("*** End Patch\n");
+    let mut s = start_with_nofile(ws.path(), 256);
+    s.send(&call(
+        1,
+        "apply_patch",
+        json!({"patch": patch, "dry_run": false}),
+    ));
+    // 40,000 fsyncs: on a slow disk this outlasts one answer timeout.
+    let line = (0..10)
+        .find_map(|_| s.stdout.next())
+        .expect("no answer to the 20,000-file patch");
+    let r = serde_json::from_str::<Value>(&line).unwrap()["result"].clone();
+    assert_eq!(r["isError"], false, "{}", r["content"]);
+    assert_eq!(r["structuredContent"]["file_count"], 20_000);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("gen/d042/f12342.txt")).unwrap(),
+        "12342\n"
+    );
+    assert_eq!(leftovers(ws.path()), Vec::<String>::new());
+    still_serving(&mut s, ws.path());
+}
+
+/// A commit that fails part-way (here: out of file handles, EMFILE, under an
+/// open-file limit too low for its directories) removes every temp file and
+/// directory it made, changes nothing, and the server serves on.
+#[test]
+fn a_failed_commit_leaves_no_temp_file() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("keep.txt"), "k\n").unwrap();
+    let mut patch = String::from("*** Begin Patch\n*** Update File: keep.txt\n@@\n-k\n+K\n");
+    for i in 0..100 {
+        patch.push_str(&format!("*** Add File: gen/d{i:03}/f.txt\n+{i}\n"));
+    }
+    patch.push_str("*** End Patch\n");
+    let mut s = start_with_nofile(ws.path(), 24);
+    let r = patch_call(&mut s, &patch, false);
+    let e = &r["structuredContent"]["error"];
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["structuredContent"]["applied"], false, "{r}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many open files"),
+        "{r}"
+    );
+    assert_eq!(leftovers(ws.path()), Vec::<String>::new());
+    assert!(!ws.path().join("gen").exists(), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("keep.txt")).unwrap(),
+        "k\n"
+    );
+    still_serving(&mut s, ws.path());
+}
+
+/// CR, LF, NUL and other control characters in a patch path are refused as a
+/// parse error: no file name gets one.
+#[test]
+fn control_characters_in_a_patch_path_are_refused() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    for path in [
+        "evil\r.txt",
+        "evil.txt\r\r",
+        "a\u{0}b",
+        "a\u{1b}[2Jb",
+        "x\u{85}y",
+    ] {
+        let r = patch_call(
+            &mut s,
+            &format!("*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n"),
+            false,
+        );
+        let e = &r["structuredContent"]["error"];
+        assert_eq!(e["code"], "PATCH_FAILED", "{path:?}: {r}");
+        assert_eq!(e["details"]["reason"], "parse", "{path:?}: {r}");
+        assert!(
+            e["message"].as_str().unwrap().contains("control character"),
+            "{r}"
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("evil") || n.starts_with('a') || n.starts_with('x'))
+        .collect();
+    assert_eq!(names, Vec::<String>::new());
+    still_serving(&mut s, ws.path());
+}
