@@ -86,12 +86,16 @@ pub struct ParseError {
     pub line: usize,
     /// What is wrong and what was expected.
     pub message: String,
+    /// A path names a control character (CR, LF, NUL, ...): bad input like
+    /// such a path given to any tool, rather than a malformed envelope.
+    pub control_character: bool,
 }
 
 fn err(line: usize, message: impl Into<String>) -> ParseError {
     ParseError {
         line,
         message: message.into(),
+        control_character: false,
     }
 }
 
@@ -268,13 +272,16 @@ fn nonempty_path(raw: &str, line: usize) -> Result<String, ParseError> {
         .chars()
         .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
     {
-        return Err(err(
-            line,
-            format!(
-                "the path contains the control character U+{:04X}; file names in a patch are plain text on one line",
-                u32::from(c)
-            ),
-        ));
+        return Err(ParseError {
+            control_character: true,
+            ..err(
+                line,
+                format!(
+                    "the path contains the control character U+{:04X}; file names in a patch are plain text on one line",
+                    u32::from(c)
+                ),
+            )
+        });
     }
     let p = raw.trim();
     if p.is_empty() {

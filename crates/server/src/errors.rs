@@ -223,6 +223,16 @@ pub fn patch_error(e: PatchError) -> ToolError {
     use Category::*;
     let msg = e.to_string();
     match e {
+        // The verdict every tool gives a path with a NUL or a control
+        // character in it.
+        PatchError::Parse(p) if p.control_character => err(
+            "INVALID_ARGUMENT",
+            Validation,
+            false,
+            msg,
+            json!({"reason": "invalid_path", "problem": "control_character", "line": p.line}),
+            "File names in a patch are plain text on one line: remove the control character (CR, LF, NUL, ...) from the path.",
+        ),
         PatchError::Parse(p) => err(
             "PATCH_FAILED",
             Validation,
