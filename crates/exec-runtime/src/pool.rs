@@ -787,16 +787,17 @@ impl ExecRuntime {
             return Err(ExecError::LimitReached { active, max });
         }
         let cmd = self.spawn(&req, cwd_handle, &env)?;
-        // The next command's ruleset, built while this one starts.
-        if let Some(r) = self.roots() {
-            r.refill();
-        }
         self.commands().insert(cmd.id.clone(), cmd.clone());
         // Started while the server began to shut down (after `shutdown`
-        // looked at the commands): it ends now, not never.
+        // looked at the commands): it ends now, not never. (If the process
+        // exits first, the supervisor's parent-death signal ends it.)
         if self.is_closed() {
             kill_tree(cmd.pid).await;
             return Err(ExecError::Spawn("the server is shutting down".into()));
+        }
+        // The next command's ruleset, built while this one starts.
+        if let Some(r) = self.roots() {
+            r.refill();
         }
         self.watchdog(&cmd, req.timeout);
         let settle = req.tty.then_some(TTY_SETTLE);
@@ -1192,24 +1193,20 @@ impl ExecRuntime {
     }
 
     /// Kills every process of every command (server shutdown) and starts
-    /// none after; returns how many were killed. Every child process of
-    /// this process is a command's supervisor, so any not in the table yet
-    /// (one being started right now) is killed too.
+    /// none after; returns how many were killed. A command being started
+    /// right now is not in the table yet: its `exec` sees the runtime
+    /// closed once it has added it (between the spawn and the table there
+    /// is no await) and kills it itself.
     pub fn shutdown(&self) -> usize {
         self.inner
             .closed
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let mut roots: Vec<i32> = self
+        let roots: Vec<i32> = self
             .commands()
             .values()
             .filter(|c| c.alive())
             .map(|c| c.pid)
             .collect();
-        for child in supervisor::children_of_self() {
-            if !roots.contains(&child) {
-                roots.push(child);
-            }
-        }
         supervisor::kill_trees(&roots)
     }
 }

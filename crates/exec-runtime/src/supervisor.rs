@@ -431,28 +431,6 @@ pub fn default_signal_dispositions(signals: &[Signal]) {
     }
 }
 
-/// The child processes of this process, of all its threads.
-pub fn children_of_self() -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for t in tasks.flatten() {
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "this process's own task list, not a workspace file"
-        )]
-        let Ok(text) = std::fs::read_to_string(t.path().join("children")) else {
-            continue;
-        };
-        out.extend(
-            text.split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok()),
-        );
-    }
-    out
-}
-
 /// pid -> (parent pid, zombie) of every process visible in `/proc`.
 fn process_table() -> HashMap<i32, (i32, bool)> {
     let mut map = HashMap::new();
