@@ -24,8 +24,13 @@ use crate::sandbox::{ChildSandbox, SandboxRoots};
 use crate::supervisor::Launch;
 use crate::{sandbox, seccomp, supervisor};
 
-/// How long a finished command's readers may drain after it exits.
+/// How long a finished command's readers may drain after it exits while
+/// processes it left may still hold its output open.
 const EXIT_DRAIN: Duration = Duration::from_millis(50);
+/// How long they may take when nothing of the command is left: every
+/// write end is closed, so end-of-file is on its way, however loaded the
+/// machine (returning earlier would report an exit without its output).
+const EXIT_DRAIN_TREE_GONE: Duration = Duration::from_secs(5);
 /// Quiet period that ends a wait after input was written.
 const QUIET_AFTER_INPUT: Duration = Duration::from_millis(150);
 /// A PTY command's start returns once it has printed something and then
@@ -1335,8 +1340,13 @@ async fn wait_for(
         // The shell's status arrives just before its supervisor exits: wait
         // (briefly) for both, so a command with nothing left in the
         // background is never reported as having some.
+        let drain = if alive {
+            EXIT_DRAIN
+        } else {
+            EXIT_DRAIN_TREE_GONE
+        };
         if let Some(at) = exit_at
-            && ((readers == 0 && !alive) || now >= at + EXIT_DRAIN)
+            && ((readers == 0 && !alive) || now >= at + drain)
         {
             return WaitEnd::Exited;
         }
@@ -1351,7 +1361,7 @@ async fn wait_for(
         }
         let mut wake = deadline;
         if let Some(at) = exit_at {
-            wake = wake.min(at + EXIT_DRAIN);
+            wake = wake.min(at + drain);
         }
         if let (Some(q), Some(l)) = (quiet, last)
             && l > started
