@@ -25,6 +25,7 @@ mod host;
 mod length;
 mod origin;
 mod service;
+mod stall;
 mod throttle;
 
 pub use origin::is_loopback_origin;

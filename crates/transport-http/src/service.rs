@@ -22,6 +22,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+
+use crate::stall::WriteDeadline;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -181,7 +183,13 @@ pub async fn serve<D: Dispatcher>(
                 let conn = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(state.config.header_read_timeout)
-                    .serve_connection(TokioIo::new(LengthGuard::new(stream)), svc);
+                    .serve_connection(
+                        TokioIo::new(WriteDeadline::new(
+                            LengthGuard::new(stream),
+                            state.config.body_read_timeout,
+                        )),
+                        svc,
+                    );
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {

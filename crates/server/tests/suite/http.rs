@@ -875,3 +875,45 @@ fn one_address_cannot_hold_every_connection_slot() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(s.post(&ping(), &[]).status, 200);
 }
+
+#[test]
+fn a_client_that_never_reads_its_answers_loses_its_connection() {
+    // Issue 17 (attacker review, H1): pipelined requests into a socket the
+    // client never drains held the connection (and a slot) for ever.
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let addr = s.addr.clone();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    let writer = conn.try_clone().unwrap();
+    let requests = 20_000;
+    let sent = std::thread::spawn(move || {
+        let mut w = writer;
+        let one = format!("GET /.well-known/mcp.json HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let mut n = 0;
+        for _ in 0..requests {
+            if w.write_all(one.as_bytes()).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    // Read nothing for longer than the write deadline (10 s).
+    std::thread::sleep(Duration::from_secs(13));
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    let answers = String::from_utf8_lossy(&got)
+        .matches("HTTP/1.1 200")
+        .count();
+    let written = sent.join().unwrap();
+    assert!(
+        answers < written,
+        "{answers} answers to {written} requests: the stalled connection was kept"
+    );
+    // The server serves others meanwhile and after.
+    assert_eq!(s.post(&ping(), &[]).status, 200);
+}
