@@ -194,12 +194,15 @@ pub struct Cli {
 /// A boolean environment value as the reference reads them: `1`, `true`,
 /// `yes`, `on` (any case) are true, anything else false. A bare flag is true.
 fn truthy_parser() -> impl clap::builder::TypedValueParser<Value = bool> {
-    clap::builder::StringValueParser::new().map(|v: String| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
+    clap::builder::StringValueParser::new().map(|v: String| truthy(&v))
+}
+
+/// The reference's reading of a boolean environment value.
+pub fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 /// `--sandbox`.

@@ -288,12 +288,8 @@ async fn run(
         public_base_url: std::env::var("CODING_TOOLS_MCP_SERVER_URL")
             .ok()
             .filter(|u| !u.is_empty()),
-        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS").is_ok_and(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "1" | "true" | "yes" | "on"
-            )
-        }),
+        trust_proxy_headers: std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
+            .is_ok_and(|v| cli::truthy(&v)),
         events: server.trace.enabled().then(|| {
             let s = server.clone();
             ctm_transport_http::EventSink(Arc::new(move |name, fields| {

@@ -138,8 +138,9 @@ where
     writer.await.map_err(std::io::Error::other)?
 }
 
-/// The longest message line read, in bytes (16 MiB: patches of large files
-/// fit; a line beyond it is answered with -32700 and skipped, never held).
+/// The longest message read, in bytes, not counting its newline (16 MiB:
+/// patches of large files fit; a line beyond it is answered with -32700 and
+/// skipped, never held).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 enum Line {
@@ -151,7 +152,8 @@ enum Line {
     TooLong(usize),
 }
 
-/// Reads one line into `buf`, keeping at most `max` bytes of it.
+/// Reads one line into `buf`, keeping it only if its message (without the
+/// newline) is at most `max` bytes.
 async fn read_line<R: AsyncBufRead + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
@@ -173,7 +175,8 @@ async fn read_line<R: AsyncBufRead + Unpin>(
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
         };
-        if seen + take <= max {
+        // Room for `max` bytes of message and its newline.
+        if seen + take <= max + 1 {
             buf.extend_from_slice(&chunk[..take]);
         } else {
             buf.clear();
@@ -181,7 +184,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(
         seen += take;
         r.consume(take);
         if done {
-            return Ok(if seen > max {
+            return Ok(if seen - 1 > max {
                 Line::TooLong(seen)
             } else {
                 Line::Read

@@ -303,4 +303,18 @@ fn an_over_long_line_is_refused_and_the_next_is_served() {
     let r = s.request(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert_eq!(r["id"], 2);
     assert!(r.get("result").is_some(), "{r}");
+    // A message of exactly the limit (its newline not counted) is served.
+    let frame =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"pad": ""}}).to_string();
+    let pad = "x".repeat(16 * 1024 * 1024 - frame.len());
+    let exact = json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"pad": pad}});
+    assert_eq!(exact.to_string().len(), 16 * 1024 * 1024);
+    let r = s.request(&exact);
+    assert_eq!(
+        r["id"],
+        3,
+        "{}",
+        &r.to_string()[..200.min(r.to_string().len())]
+    );
+    assert!(r.get("result").is_some());
 }
