@@ -115,10 +115,13 @@ pub fn read_file(
         bytes: 0,
         open_line: false,
     };
-    // 1. Skip to start_line.
+    // 1. Skip to start_line. A NUL on the way makes the file binary: text
+    // has none, and a sparse tail of zeros must not be walked to its end.
     while counter.line < req.start_line {
-        if !counter.skip_line(&mut reader).map_err(io)? {
-            break;
+        match counter.skip_line(&mut reader, u64::MAX, true).map_err(io)? {
+            Skip::Line => {}
+            Skip::Eof | Skip::Limit => break,
+            Skip::Nul => return Err(FsError::Binary(shown)),
         }
     }
     let content_start_offset = counter.bytes;
@@ -128,6 +131,9 @@ pub fn read_file(
     let mut truncated_by = None;
     let mut first_line_exceeds_limit = false;
     let mut pending_partial = false;
+    // Past the range, at most `COUNT_AHEAD_BYTES` are read: the rest of a
+    // cut line and the count of the lines after it share that budget.
+    let mut ahead = COUNT_AHEAD_BYTES;
     let mut warnings = Vec::new();
     loop {
         if range_last.is_some_and(|last| end_line >= last) {
@@ -157,7 +163,7 @@ pub fn read_file(
                     out.extend_from_slice(&prefix[..cut]);
                     first_line_exceeds_limit = true;
                     if !finished {
-                        counter.finish_line(&mut reader).map_err(io)?;
+                        pending_partial = true;
                     }
                     end_line = this_line;
                     warnings.push(format!(
@@ -188,13 +194,19 @@ pub fn read_file(
             });
         }
     };
-    // 3. Count the rest for the file's totals.
+    // 3. Count the rest for the file's totals, within the look-ahead.
+    let mut total_lines_exact = true;
     if pending_partial {
-        counter.finish_line(&mut reader).map_err(io)?;
+        let before = counter.bytes;
+        match counter.skip_line(&mut reader, ahead, false).map_err(io)? {
+            Skip::Line | Skip::Eof | Skip::Nul => {}
+            Skip::Limit => total_lines_exact = false,
+        }
+        ahead -= (counter.bytes - before).min(ahead);
     }
-    let total_lines_exact = counter
-        .count_rest(&mut reader, COUNT_AHEAD_BYTES)
-        .map_err(io)?;
+    if total_lines_exact {
+        total_lines_exact = counter.count_rest(&mut reader, ahead).map_err(io)?;
+    }
     let total_lines = counter.total_lines();
     let total_bytes = if total_lines_exact {
         counter.bytes
@@ -236,6 +248,18 @@ fn utf8_floor(bytes: &[u8], limit: usize) -> usize {
     cut
 }
 
+/// How a skip over the rest of a line ended.
+enum Skip {
+    /// At its newline (consumed).
+    Line,
+    /// At end of file.
+    Eof,
+    /// At a NUL byte (not consumed).
+    Nul,
+    /// At the byte limit, inside the line.
+    Limit,
+}
+
 enum LineTake {
     Eof,
     Whole(Vec<u8>),
@@ -268,29 +292,36 @@ impl Counter {
         }
     }
 
-    /// Skips one line; false at EOF.
-    fn skip_line<R: Read>(&mut self, r: &mut BufReader<R>) -> std::io::Result<bool> {
+    /// Skips the rest of the current line, reading at most `limit` bytes;
+    /// with `stop_at_nul`, a NUL byte in it ends the skip.
+    fn skip_line<R: Read>(
+        &mut self,
+        r: &mut BufReader<R>,
+        limit: u64,
+        stop_at_nul: bool,
+    ) -> std::io::Result<Skip> {
+        let mut read = 0u64;
         loop {
             let buf = r.fill_buf()?;
             if buf.is_empty() {
-                return Ok(false);
+                return Ok(Skip::Eof);
             }
-            match memchr::memchr(b'\n', buf) {
-                Some(i) => {
-                    self.consume(r, i + 1, true);
-                    return Ok(true);
-                }
-                None => {
-                    let n = buf.len();
-                    self.consume(r, n, false);
-                }
+            if read >= limit {
+                return Ok(Skip::Limit);
+            }
+            let room = usize::try_from(limit - read).unwrap_or(usize::MAX);
+            let buf = &buf[..buf.len().min(room)];
+            let newline = memchr::memchr(b'\n', buf);
+            let span = newline.map_or(buf.len(), |i| i + 1);
+            if stop_at_nul && memchr::memchr(0, &buf[..span]).is_some() {
+                return Ok(Skip::Nul);
+            }
+            self.consume(r, span, newline.is_some());
+            read += span as u64;
+            if newline.is_some() {
+                return Ok(Skip::Line);
             }
         }
-    }
-
-    /// Consumes the rest of the current line.
-    fn finish_line<R: Read>(&mut self, r: &mut BufReader<R>) -> std::io::Result<()> {
-        self.skip_line(r).map(|_| ())
     }
 
     fn take_line<R: Read>(
@@ -513,6 +544,52 @@ mod tests {
         let (_t, ws, p) = setup(b"a\r\nb\r\n");
         let r = read_file(&ws, &p, &req(2, None, None, 100)).unwrap();
         assert_eq!((r.content.as_str(), r.total_lines), ("b\r\n", 2));
+    }
+
+    #[test]
+    fn a_cut_line_is_finished_within_the_look_ahead_only() {
+        // A first line longer than the look-ahead: the read answers after
+        // the budget, with the count marked as a lower bound.
+        let mut body = vec![b'a'; COUNT_AHEAD_BYTES as usize + 4096];
+        body.extend_from_slice(b"\nsecond\n");
+        let (_t, ws, p) = setup(&body);
+        let r = read_file(&ws, &p, &req(1, None, Some(1), 100)).unwrap();
+        assert!(r.first_line_exceeds_limit);
+        assert_eq!(r.content.len(), 100);
+        assert!(!r.total_lines_exact);
+        assert_eq!((r.total_lines, r.total_bytes), (1, body.len() as u64));
+        assert_eq!(r.next_start_line, None, "the range (line 1) was served");
+        // The same after a line that fit: the partial second line is
+        // finished within the budget too.
+        let mut body = b"x\n".to_vec();
+        body.extend(std::iter::repeat_n(b'b', COUNT_AHEAD_BYTES as usize + 4096));
+        let (_t, ws, p) = setup(&body);
+        let r = read_file(&ws, &p, &req(1, None, Some(2), 10)).unwrap();
+        assert_eq!(r.content, "x\n");
+        assert!(!r.total_lines_exact);
+        assert_eq!((r.total_lines, r.next_start_line), (2, Some(2)));
+        // A short cut line is still finished and counted exactly.
+        let (_t, ws, p) = setup(b"x\nbbbbbbbbbbbbbbbbbbbb\nc\n");
+        let r = read_file(&ws, &p, &req(1, None, Some(3), 10)).unwrap();
+        assert!(r.total_lines_exact);
+        assert_eq!((r.total_lines, r.next_start_line), (3, Some(2)));
+    }
+
+    #[test]
+    fn a_nul_before_the_range_makes_the_file_binary() {
+        // Past the probe at the start, which would call it binary at once.
+        let mut body = lines(2000);
+        assert!(body.len() > BINARY_PROBE_BYTES);
+        body.extend_from_slice(b"zero\0s\n");
+        body.extend_from_slice(&lines(3));
+        let (_t, ws, p) = setup(&body);
+        assert!(matches!(
+            read_file(&ws, &p, &req(2003, None, None, 100)),
+            Err(FsError::Binary(_))
+        ));
+        // Before the NUL, the file reads as text.
+        let r = read_file(&ws, &p, &req(2, Some(3), None, 100)).unwrap();
+        assert_eq!(r.content, "line 2\nline 3\n");
     }
 
     #[test]

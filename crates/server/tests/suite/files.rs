@@ -835,6 +835,58 @@ fn a_read_of_the_first_line_does_not_read_a_huge_file() {
     assert!(!text.contains("of 1]"), "{text}");
 }
 
+#[test]
+fn reads_past_a_long_line_or_into_holes_stop_early() {
+    // Attacker review of issue 17, M6: text past the 8 KiB probe, then 4 GiB
+    // of holes. A cut line is finished within the look-ahead only, and
+    // skipping into the holes finds a NUL and stops: neither walks 4 GiB.
+    let ws = workspace();
+    use std::io::Write;
+    let sparse = |name: &str, text: &[u8]| {
+        let f = std::fs::File::create(ws.path().join(name)).unwrap();
+        (&f).write_all(text).unwrap();
+        f.set_len(4 << 30).unwrap();
+    };
+    sparse("long.txt", &vec![b'a'; 9000]);
+    let mut two = b"a\n".to_vec();
+    two.extend(std::iter::repeat_n(b'b', 9000));
+    sparse("two.txt", &two);
+    let lines: String = (0..5000).map(|_| "a\n").collect();
+    sparse("lines.txt", lines.as_bytes());
+    let mut s = StdioServer::start(ws.path(), &[]);
+    // A first line longer than max_bytes runs into the holes: binary.
+    let r = s.request(&call(
+        1,
+        "read_file",
+        json!({"path": "long.txt", "max_lines": 1, "max_bytes": 100}),
+    ));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let v = &r["result"]["structuredContent"];
+    assert_eq!(v["first_line_exceeds_limit"], true, "{v}");
+    assert_eq!(v["total_lines_exact"], false, "{v}");
+    // The same with a line served before the cut one.
+    let r = s.request(&call(
+        2,
+        "read_file",
+        json!({"path": "two.txt", "max_lines": 2, "max_bytes": 100}),
+    ));
+    let v = &r["result"]["structuredContent"];
+    assert_eq!(v["content"], "a\n", "{r}");
+    assert_eq!(v["total_lines_exact"], false, "{v}");
+    assert_eq!(v["next_start_line"], 2, "{v}");
+    // Skipping to a line past the text meets the holes: binary, at once.
+    let r = s.request(&call(
+        3,
+        "read_file",
+        json!({"path": "lines.txt", "start_line": 100000}),
+    ));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["error"]["code"], "BINARY_FILE",
+        "{r}"
+    );
+}
+
 /// A PNG whose header claims `side` x `side` grey pixels, all zero (a few
 /// hundred KB compressed for 16000x16000).
 fn bomb_png(side: u32) -> Vec<u8> {
