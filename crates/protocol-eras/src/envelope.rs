@@ -60,6 +60,20 @@ pub struct Rejection {
 /// the whole message. When the bytes still do not parse, the error carries the
 /// message's top-level `id` if that much could be read.
 pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
+    if too_many_values(bytes) {
+        return Err(Box::new(Rejection {
+            error: RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "the message holds more than {MAX_VALUES} JSON values (array elements and object members); a request needs a handful"
+                ),
+                "too_many_values",
+            )
+            .with_data("max_values", serde_json::json!(MAX_VALUES)),
+            id: probe_id(bytes),
+            status: 400,
+        }));
+    }
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(first) => match replace_lone_surrogates(bytes)
@@ -81,6 +95,53 @@ pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
         },
     };
     from_value(value).map_err(Box::new)
+}
+
+/// Most JSON values (array elements and object members) one message may
+/// hold. A value tree costs up to ~100 bytes of memory per byte of text
+/// (`[{},{},...]`), so a message within the size limits could otherwise
+/// take gigabytes; no MCP request comes near this count, while one long
+/// string (a patch, a file) counts once.
+pub const MAX_VALUES: usize = 100_000;
+
+/// Counts array elements and object members outside strings; true once
+/// past [`MAX_VALUES`]. Messages too short to hold that many are not
+/// scanned.
+fn too_many_values(bytes: &[u8]) -> bool {
+    // Each counted value takes at least two bytes (`0,`).
+    if bytes.len() <= 2 * MAX_VALUES {
+        return false;
+    }
+    let mut count = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // Skip the string: to the next quote not escaped.
+                i += 1;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &bytes[i.min(bytes.len())..]) {
+                        None => return false,
+                        Some(j) if bytes[i + j] == b'\\' => i += j + 2,
+                        Some(j) => {
+                            i += j + 1;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            b',' | b'[' | b'{' => {
+                count += 1;
+                if count > MAX_VALUES {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Rewrites each `\uXXXX` escape of an unpaired surrogate as `\uFFFD` (same
@@ -330,6 +391,31 @@ mod tests {
     fn deep_nesting_is_a_parse_error_not_a_crash() {
         let body = "[".repeat(10_000) + &"]".repeat(10_000);
         assert_eq!(reject(body.as_bytes()).error.code, ErrorCode::ParseError);
+    }
+
+    #[test]
+    fn a_message_of_too_many_values_is_refused_before_parsing() {
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"a":[{zeros}]}}}}"#);
+        let r = reject(body.as_bytes());
+        assert_eq!(r.error.code, ErrorCode::InvalidRequest);
+        assert_eq!(r.error.data.as_ref().unwrap()["reason"], "too_many_values");
+        assert_eq!(r.id, Some(json!(7)));
+        // One value short of the limit parses.
+        let zeros = vec!["0"; MAX_VALUES - 8].join(",");
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"a":[{zeros}]}}}}"#);
+        assert!(parse_message(body.as_bytes()).is_ok());
+        // Commas, brackets and escaped quotes inside one long string count
+        // for nothing.
+        let text = r#"a,[{\",\"}"#.repeat(MAX_VALUES);
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"s":"{text}"}}}}"#);
+        assert!(
+            parse_message(body.as_bytes()).is_ok(),
+            "a string is one value"
+        );
     }
 
     #[test]

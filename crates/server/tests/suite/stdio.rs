@@ -318,3 +318,26 @@ fn an_over_long_line_is_refused_and_the_next_is_served() {
     );
     assert!(r.get("result").is_some());
 }
+
+#[test]
+fn a_message_of_millions_of_values_is_refused_before_it_is_built() {
+    // Attacker review of issue 17, L2: 16 MiB of `{},` is about 5.6 million
+    // values, which as a value tree took 1.4 GB. Refused unparsed; the next
+    // message is served.
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let junk = vec!["{}"; 5_000_000].join(",");
+    s.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"x"}},"junk":[{junk}]}}}}"#
+    ));
+    let r = s.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(1), json!(-32600)),
+        "{r}"
+    );
+    assert_eq!(r["error"]["data"]["reason"], "too_many_values", "{r}");
+    assert_eq!(r["error"]["data"]["max_values"], 100_000, "{r}");
+    let r = s.request(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    assert!(r.get("result").is_some(), "{r}");
+}
