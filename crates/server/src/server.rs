@@ -49,11 +49,13 @@ impl Server {
         }
         let mut limits = Limits::new(config.max_wait_secs);
         limits.patch_max_file_bytes = config.patch_max_file_bytes;
+        limits.patch_max_total_bytes = config.patch_max_total_bytes;
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(
             PatchEngine::new(workspace.clone(), protect_git)
-                .with_max_file_bytes(config.patch_max_file_bytes),
+                .with_max_file_bytes(config.patch_max_file_bytes)
+                .with_max_patch_bytes(config.patch_max_total_bytes),
         );
         // Temp and backup files of a server killed mid-commit: removed in the
         // background so start-up does not wait for a walk of the workspace.

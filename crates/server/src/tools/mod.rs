@@ -36,7 +36,7 @@ pub async fn run(
         "list_files" => files::list_files(ws, &a).await,
         "search_text" => files::search_text(ws, &a).await,
         "view_image" => files::view_image(ws, &a).await,
-        "apply_patch" => patch::apply_patch(&server.patch, &a).await,
+        "apply_patch" => patch::apply_patch(&server.patch, &a, ctx).await,
         "exec_command" => exec::exec_command(server, &a, ctx).await,
         "write_stdin" => exec::write_stdin(server, &a, ctx).await,
         "kill_command" => exec::kill_command(server, &a, ctx).await,
