@@ -64,6 +64,10 @@ impl Limits {
             "body_read_timeout_secs": self.body_read_timeout_secs,
             "max_http_connections": self.max_http_connections,
             "max_http_connections_per_ip": self.max_http_connections_per_ip,
+            "view_image": {
+                "max_concurrent_decodes": crate::tools::MAX_CONCURRENT_DECODES,
+                "max_decode_pixels": ctm_workspace_fs::MAX_DECODE_PIXELS,
+            },
             "apply_patch": {
                 "max_file_bytes": self.patch_max_file_bytes,
                 "max_total_bytes": self.patch_max_total_bytes,

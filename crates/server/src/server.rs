@@ -29,6 +29,8 @@ pub struct Server {
     /// The workspace's repository, opened on first use and shared after.
     pub git: std::sync::Mutex<Option<ctm_git_tools::GitRepo>>,
     pub limits: Limits,
+    /// Image decodes in flight, for every client (`view_image`).
+    pub image_decodes: Arc<tokio::sync::Semaphore>,
     pub trace: Trace,
     /// The `tools/list` result: fixed for the life of the process.
     tools_listing: std::sync::OnceLock<Value>,
@@ -99,6 +101,7 @@ impl Server {
             git: std::sync::Mutex::new(None),
             runtime_dirs,
             limits,
+            image_decodes: tools::new_decode_slots(),
             trace,
             tools_listing: std::sync::OnceLock::new(),
         }
