@@ -22,7 +22,7 @@ use ring::digest::{SHA256, digest};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::error::PatchError;
+use crate::error::{PatchError, StopReason};
 use crate::parse::{Op, parse};
 use crate::plan::{HunkReport, apply_chunks};
 use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
@@ -31,6 +31,9 @@ use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
 pub const TEMP_PREFIX: &str = ".ctm-patch-";
 /// Default cap on the size of a file a patch reads (32 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Default cap on the bytes one patch reads in all (128 MiB, four files at
+/// the default per-file cap).
+pub const DEFAULT_MAX_PATCH_BYTES: u64 = 4 * DEFAULT_MAX_FILE_BYTES;
 /// Mode of files the patch creates.
 const NEW_FILE_MODE: u32 = 0o644;
 
@@ -169,6 +172,12 @@ pub struct Faults {
 pub struct ApplyOptions {
     /// Plan and report, write nothing.
     pub dry_run: bool,
+    /// Stop planning (and write nothing) once this instant has passed;
+    /// checked between operations and before the commit.
+    pub deadline: Option<std::time::Instant>,
+    /// Stop planning (and write nothing) once this returns true; checked
+    /// like `deadline`.
+    pub cancelled: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     #[doc(hidden)]
     pub faults: Faults,
 }
@@ -182,6 +191,8 @@ pub struct PatchEngine {
     protect_git_dir: bool,
     /// Files larger than this are refused before they are read.
     max_file_bytes: u64,
+    /// A patch reads at most this many bytes of files in all.
+    max_patch_bytes: u64,
     lock: Mutex<Recent>,
 }
 
@@ -249,6 +260,7 @@ impl PatchEngine {
             ws,
             protect_git_dir,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_patch_bytes: DEFAULT_MAX_PATCH_BYTES,
             lock: Mutex::new(Recent::default()),
         }
     }
@@ -256,7 +268,9 @@ impl PatchEngine {
     /// Refuse to read a file larger than `max_bytes` to update, move or
     /// delete it ([`PatchError::TooLarge`]); the default is
     /// [`DEFAULT_MAX_FILE_BYTES`]. Planning holds about twice the file in
-    /// memory (its text and the new text), so this bounds a patch's memory.
+    /// memory (its text and the new text), so this bounds each file's share
+    /// of a patch's memory; [`PatchEngine::with_max_patch_bytes`] bounds
+    /// their sum.
     #[must_use]
     pub fn with_max_file_bytes(mut self, max_bytes: u64) -> Self {
         self.max_file_bytes = max_bytes;
@@ -266,6 +280,24 @@ impl PatchEngine {
     /// The size cap of [`PatchEngine::with_max_file_bytes`].
     pub fn max_file_bytes(&self) -> u64 {
         self.max_file_bytes
+    }
+
+    /// Refuse a patch whose operations read more than `max_bytes` of files
+    /// in all ([`PatchError::PatchTooLarge`]); the default is
+    /// [`DEFAULT_MAX_PATCH_BYTES`]. A file counts each time an operation
+    /// names it (a hard link or a repeated section is read again), so with
+    /// the per-file cap this bounds what a patch holds in memory, however
+    /// many files it names. The sizes are added up from the files' metadata
+    /// before anything is read, and checked again as each file is read.
+    #[must_use]
+    pub fn with_max_patch_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_patch_bytes = max_bytes;
+        self
+    }
+
+    /// The cap of [`PatchEngine::with_max_patch_bytes`].
+    pub fn max_patch_bytes(&self) -> u64 {
+        self.max_patch_bytes
     }
 
     /// Parses, plans and (unless `dry_run`) commits `patch`.
@@ -290,11 +322,24 @@ impl PatchEngine {
         if parsed.ops.is_empty() {
             return Err(PatchError::NoChanges.into());
         }
+        let all_unplanned = || parsed.ops.iter().map(Unplanned::of).collect();
+        if let Err(error) = self.preflight(&parsed.ops) {
+            return Err(PatchFailure {
+                error,
+                planned: Vec::new(),
+                unplanned: all_unplanned(),
+            });
+        }
         let mut recent = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut staged: BTreeMap<PathBuf, Staged> = BTreeMap::new();
+        let mut budget = Budget::new(self.max_patch_bytes);
         let mut files = Vec::new();
         for (i, op) in parsed.ops.iter().enumerate() {
-            match self.stage(op, &mut staged) {
+            let staged_op = match stop_requested(opts) {
+                Some(reason) => Err(PatchError::Stopped { reason }),
+                None => self.stage(op, &mut staged, &mut budget),
+            };
+            match staged_op {
                 Ok(f) => files.push(f),
                 Err(e) => {
                     return Err(PatchFailure {
@@ -304,6 +349,13 @@ impl PatchEngine {
                     });
                 }
             }
+        }
+        if let Some(reason) = stop_requested(opts) {
+            return Err(PatchFailure {
+                error: PatchError::Stopped { reason },
+                planned: files,
+                unplanned: Vec::new(),
+            });
         }
         if opts.dry_run {
             return Ok(PatchReport {
@@ -358,6 +410,50 @@ impl PatchEngine {
         })
     }
 
+    /// Adds up, from their metadata and in patch order, the sizes of the
+    /// files the operations will read, and refuses the patch before
+    /// anything is read when they exceed the patch cap. Paths that do not
+    /// resolve or stat are skipped (planning reports them); a file over
+    /// the per-file cap ends the count, since planning stops there with
+    /// that error first.
+    fn preflight(&self, ops: &[Op]) -> Result<(), PatchError> {
+        let mut budget = Budget::new(self.max_patch_bytes);
+        let mut over: Option<String> = None;
+        for op in ops {
+            let (path, dest) = match op {
+                Op::Add { path, .. } | Op::Delete { path, .. } => (path, None),
+                Op::Update { path, move_to, .. } => (path, move_to.as_ref()),
+            };
+            for raw in std::iter::once(path).chain(dest) {
+                let Some(size) = self.size_on_disk(raw) else {
+                    continue;
+                };
+                if size > self.max_file_bytes {
+                    return match over {
+                        Some(path) => Err(budget.refusal(path)),
+                        None => Ok(()),
+                    };
+                }
+                if !budget.charge(size) && over.is_none() {
+                    over = Some(raw.clone());
+                }
+            }
+        }
+        match over {
+            Some(path) => Err(budget.refusal(path)),
+            None => Ok(()),
+        }
+    }
+
+    /// The size of the regular file at `raw`, without reading or following it.
+    fn size_on_disk(&self, raw: &str) -> Option<u64> {
+        let p = self.resolve(raw).ok()?;
+        let (dir, name) = self.ws.open_parent(&p, false).ok()?;
+        let st = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+            .then(|| u64::try_from(st.st_size).unwrap_or(0))
+    }
+
     /// `e` stopped the planning of `op`. When the file is as this engine's
     /// last patch of it left it, and the patch fits what was there before
     /// that patch, the patch was written against the older text: a conflict
@@ -383,7 +479,9 @@ impl PatchEngine {
         let Some(last) = recent.get(p.relative()) else {
             return e;
         };
-        let Ok(now) = self.current(&p, &BTreeMap::new()) else {
+        // One more file (within the per-file cap), read to explain a failure.
+        let mut unbounded = Budget::new(u64::MAX);
+        let Ok(now) = self.current(&p, &BTreeMap::new(), &mut unbounded) else {
             return e;
         };
         if now.baseline != last.after {
@@ -427,12 +525,18 @@ impl PatchEngine {
     }
 
     /// The state of `path`: staged by an earlier op, or read from disk.
+    /// Either way its content is charged to `budget`.
     fn current(
         &self,
         path: &WorkspacePath,
         staged: &BTreeMap<PathBuf, Staged>,
+        budget: &mut Budget,
     ) -> Result<Current, PatchError> {
         if let Some(s) = staged.get(path.relative()) {
+            let size = s.content.as_ref().map_or(0, |c| c.len() as u64);
+            if !budget.charge(size) {
+                return Err(budget.refusal(path.as_given().to_owned()));
+            }
             return Ok(Current {
                 content: s.content.clone(),
                 mode: s.mode,
@@ -446,7 +550,7 @@ impl PatchEngine {
             Err(ctm_workspace_fs::FsError::NotFound(_)) => return Ok(Current::absent()),
             Err(e) => return Err(e.into()),
         };
-        match read_at(&dir, &name, self.max_file_bytes) {
+        match read_at(&dir, &name, self.max_file_bytes, budget) {
             Ok(Some((bytes, mode))) => Ok(Current {
                 baseline: Baseline::Present {
                     sha256: sha(&bytes),
@@ -471,6 +575,7 @@ impl PatchEngine {
                 size,
                 max_bytes: self.max_file_bytes,
             }),
+            Err(ReadError::OverBudget) => Err(budget.refusal(shown.to_owned())),
             Err(ReadError::Io(e)) => Err(io_err(shown, e)),
         }
     }
@@ -479,6 +584,7 @@ impl PatchEngine {
         &self,
         op: &Op,
         staged: &mut BTreeMap<PathBuf, Staged>,
+        budget: &mut Budget,
     ) -> Result<FileChange, PatchError> {
         match op {
             Op::Add { path, lines, .. } => {
@@ -488,7 +594,7 @@ impl PatchEngine {
                     baseline,
                     original,
                     ..
-                } = self.current(&p, staged)?;
+                } = self.current(&p, staged, budget)?;
                 if cur.is_some() {
                     return Err(PatchError::AlreadyExists {
                         path: path.clone(),
@@ -529,7 +635,7 @@ impl PatchEngine {
                     mode,
                     baseline,
                     original,
-                } = self.current(&p, staged)?;
+                } = self.current(&p, staged, budget)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -576,7 +682,7 @@ impl PatchEngine {
                     mode,
                     baseline,
                     original,
-                } = self.current(&p, staged)?;
+                } = self.current(&p, staged, budget)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -632,7 +738,7 @@ impl PatchEngine {
                             baseline: dest_base,
                             original: dest_original,
                             ..
-                        } = self.current(&d, staged)?;
+                        } = self.current(&d, staged, budget)?;
                         if dest_cur.is_some() {
                             return Err(PatchError::AlreadyExists {
                                 path: dest.clone(),
@@ -682,6 +788,46 @@ impl PatchEngine {
     }
 }
 
+/// Why planning should stop now, if it should.
+fn stop_requested(opts: &ApplyOptions) -> Option<StopReason> {
+    if opts.cancelled.as_ref().is_some_and(|c| c()) {
+        return Some(StopReason::Cancelled);
+    }
+    if opts
+        .deadline
+        .is_some_and(|d| std::time::Instant::now() >= d)
+    {
+        return Some(StopReason::DeadlineExceeded);
+    }
+    None
+}
+
+/// The bytes of files one patch has read so far, against its cap.
+struct Budget {
+    used: u64,
+    max: u64,
+}
+
+impl Budget {
+    fn new(max: u64) -> Self {
+        Self { used: 0, max }
+    }
+
+    /// Counts `bytes`; false when that takes the patch past its cap.
+    fn charge(&mut self, bytes: u64) -> bool {
+        self.used = self.used.saturating_add(bytes);
+        self.used <= self.max
+    }
+
+    fn refusal(&self, path: String) -> PatchError {
+        PatchError::PatchTooLarge {
+            path,
+            needed_bytes: self.used,
+            max_bytes: self.max,
+        }
+    }
+}
+
 /// A path's state while a patch is planned.
 struct Current {
     /// `None`: absent (or deleted by an earlier operation).
@@ -714,6 +860,8 @@ enum ReadError {
     Special,
     /// Larger than the cap: its size, read from the metadata before reading.
     TooLarge(u64),
+    /// Reading it would take the patch past its total (charged, unread).
+    OverBudget,
     Io(Errno),
 }
 
@@ -747,11 +895,13 @@ fn read_error(e: &std::io::Error) -> ReadError {
 }
 
 /// Reads `name` in `dir` whole, refusing (before reading) a file larger than
-/// `max_bytes`, and one that grows past it while it is read.
+/// `max_bytes` or one that takes the patch past `budget`, and one that grows
+/// past either while it is read.
 fn read_at(
     dir: &OwnedFd,
     name: &OsStr,
     max_bytes: u64,
+    budget: &mut Budget,
 ) -> Result<Option<(Vec<u8>, u32)>, ReadError> {
     let Some((fd, st)) = open_regular(dir, name)? else {
         return Ok(None);
@@ -759,6 +909,9 @@ fn read_at(
     let size = u64::try_from(st.st_size).unwrap_or(0);
     if size > max_bytes {
         return Err(ReadError::TooLarge(size));
+    }
+    if !budget.charge(size) {
+        return Err(ReadError::OverBudget);
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     std::fs::File::from(fd)
@@ -768,6 +921,9 @@ fn read_at(
     let read = bytes.len() as u64;
     if read > max_bytes {
         return Err(ReadError::TooLarge(read));
+    }
+    if !budget.charge(read.saturating_sub(size)) {
+        return Err(ReadError::OverBudget);
     }
     Ok(Some((bytes, st.st_mode & 0o7777)))
 }

@@ -5,6 +5,32 @@ use ctm_workspace_fs::FsError;
 use crate::parse::ParseError;
 use crate::plan::PlanError;
 
+/// Why planning stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The caller withdrew the request.
+    Cancelled,
+    /// Planning ran past the caller's deadline.
+    DeadlineExceeded,
+}
+
+impl StopReason {
+    /// Stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Self::Cancelled => "the request was cancelled while it was planned",
+            Self::DeadlineExceeded => "planning it took longer than the call may wait",
+        }
+    }
+}
+
 /// Why a patch was refused or not applied. Nothing is written when any of
 /// these is returned, except `RollbackFailed`, which says what is left.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +87,27 @@ pub enum PatchError {
         size: u64,
         /// The cap.
         max_bytes: u64,
+    },
+    /// Reading `path` would take the patch past its total: the sizes of the
+    /// files it reads (each time an operation names one, hard links and
+    /// repeated sections included) add up to more than the engine's cap.
+    /// Checked from the files' metadata before they are read.
+    #[error(
+        "{path}: the patch reads at least {needed_bytes} bytes of files in all (each file counted every time the patch names it), more than the {max_bytes}-byte limit of one apply_patch call; nothing was written"
+    )]
+    PatchTooLarge {
+        /// The file that would take the patch past the cap.
+        path: String,
+        /// Bytes the patch reads, up to and including `path` (at least).
+        needed_bytes: u64,
+        /// The cap.
+        max_bytes: u64,
+    },
+    /// Planning stopped between two operations, before anything was written.
+    #[error("the patch was not applied: {}", reason.message())]
+    Stopped {
+        /// Why.
+        reason: StopReason,
     },
     /// The file is not UTF-8.
     #[error("{path} is not valid UTF-8 (first invalid byte at offset {offset})")]

@@ -39,10 +39,10 @@ mod plan;
 mod recent;
 
 pub use commit::{
-    ApplyOptions, DEFAULT_MAX_FILE_BYTES, Faults, FileChange, Operation, PatchEngine, PatchFailure,
-    PatchReport, TEMP_PREFIX, Unplanned,
+    ApplyOptions, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PATCH_BYTES, Faults, FileChange, Operation,
+    PatchEngine, PatchFailure, PatchReport, TEMP_PREFIX, Unplanned,
 };
-pub use error::PatchError;
+pub use error::{PatchError, StopReason};
 pub use leftovers::{Leftovers, clean_leftovers};
 pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
 pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks};

@@ -170,6 +170,13 @@ pub struct Cli {
     )]
     pub patch_max_file_bytes: u64,
 
+    /// Most bytes of files one apply_patch call reads in all, each file counted
+    /// every time the patch names it; a larger patch is refused (PATCH_FAILED,
+    /// reason patch_too_large) before its files are read. Default: four times
+    /// --patch-max-file-bytes (128 MiB)
+    #[arg(long, env = "CODING_TOOLS_MCP_PATCH_MAX_TOTAL_BYTES")]
+    pub patch_max_total_bytes: Option<u64>,
+
     /// Append structuredContent as JSON text for text-only clients
     #[arg(long, env = "CODING_TOOLS_MCP_TEXT_JSON", value_parser = truthy_parser())]
     pub text_json: bool,
@@ -288,6 +295,7 @@ pub struct Config {
     pub fake_readonly_annotations: bool,
     pub max_wait_secs: u64,
     pub patch_max_file_bytes: u64,
+    pub patch_max_total_bytes: u64,
     pub text_json: bool,
     pub trace: TraceLevel,
     pub trace_file: Option<PathBuf>,
@@ -482,6 +490,9 @@ impl Cli {
         if self.patch_max_file_bytes == 0 {
             return Err("--patch-max-file-bytes must be at least 1".into());
         }
+        if self.patch_max_total_bytes == Some(0) {
+            return Err("--patch-max-total-bytes must be at least 1".into());
+        }
         Ok(Config {
             workspace,
             host: self.host,
@@ -510,6 +521,9 @@ impl Cli {
             fake_readonly_annotations: self.dangerously_fake_readonly_annotations,
             max_wait_secs: self.max_wait_secs,
             patch_max_file_bytes: self.patch_max_file_bytes,
+            patch_max_total_bytes: self
+                .patch_max_total_bytes
+                .unwrap_or(self.patch_max_file_bytes.saturating_mul(4)),
             text_json: self.text_json,
             // A trace file is asked for to be written: it turns the trace on.
             trace: trace_level(self.trace || self.trace_file.is_some(), trace_env),
@@ -544,6 +558,12 @@ mod tests {
         assert!(c.view_image);
         assert_eq!(c.max_wait_secs, 30);
         assert_eq!(c.patch_max_file_bytes, 32 * 1024 * 1024);
+        assert_eq!(c.patch_max_total_bytes, 128 * 1024 * 1024);
+        let c = parse(&["--patch-max-file-bytes", "100"]).unwrap();
+        assert_eq!(c.patch_max_total_bytes, 400);
+        let c = parse(&["--patch-max-total-bytes", "7"]).unwrap();
+        assert_eq!(c.patch_max_total_bytes, 7);
+        assert!(parse(&["--patch-max-total-bytes", "0"]).is_err());
     }
 
     #[test]

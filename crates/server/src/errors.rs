@@ -3,7 +3,7 @@
 
 use ctm_exec_runtime::ExecError;
 use ctm_git_tools::GitError;
-use ctm_patch_engine::{PatchError, PlanError};
+use ctm_patch_engine::{PatchError, PlanError, StopReason};
 use ctm_workspace_fs::FsError;
 use serde_json::json;
 
@@ -290,6 +290,40 @@ pub fn patch_error(e: PatchError) -> ToolError {
             json!({"path": path, "reason": "file_too_large", "size_bytes": size, "max_bytes": max_bytes, "setting": "--patch-max-file-bytes / CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES"}),
             "Nothing was written. apply_patch does not read files this large: make the edit with exec_command instead (e.g. sed -i, or a short script), or ask the operator to raise --patch-max-file-bytes.",
         ),
+        PatchError::PatchTooLarge {
+            path,
+            needed_bytes,
+            max_bytes,
+        } => err(
+            "PATCH_FAILED",
+            Validation,
+            false,
+            msg,
+            json!({"path": path, "reason": "patch_too_large", "needed_bytes": needed_bytes, "max_bytes": max_bytes, "setting": "--patch-max-total-bytes / CODING_TOOLS_MCP_PATCH_MAX_TOTAL_BYTES"}),
+            &format!(
+                "Nothing was written. Split the patch into several apply_patch calls, each reading at most {max_bytes} bytes of files (a file counts every time a section names it; merge repeated sections of one file), or make the edit with exec_command; or ask the operator to raise --patch-max-total-bytes."
+            ),
+        ),
+        PatchError::Stopped { reason } => {
+            let (retryable, hint) = match reason {
+                StopReason::Cancelled => (
+                    true,
+                    "Nothing was written: the request was cancelled. Send the patch again if it is still wanted.",
+                ),
+                StopReason::DeadlineExceeded => (
+                    false,
+                    "Nothing was written: planning took longer than this call may wait. Split the patch into smaller apply_patch calls (fewer or smaller files), or make the edit with exec_command.",
+                ),
+            };
+            err(
+                "PATCH_FAILED",
+                Runtime,
+                retryable,
+                msg,
+                json!({"reason": reason.as_str()}),
+                hint,
+            )
+        }
         PatchError::Encoding { path, offset } => err(
             "UNSUPPORTED_ENCODING",
             Validation,

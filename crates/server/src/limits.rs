@@ -27,6 +27,8 @@ pub struct Limits {
     pub shutdown_grace_secs: u64,
     /// Largest file apply_patch reads (`--patch-max-file-bytes`).
     pub patch_max_file_bytes: u64,
+    /// Most bytes of files one apply_patch call reads (`--patch-max-total-bytes`).
+    pub patch_max_total_bytes: u64,
     /// Project-context budgets.
     pub context: ContextLimits,
     /// Command output retention.
@@ -45,6 +47,7 @@ impl Limits {
             max_http_connections_per_ip: 64,
             shutdown_grace_secs: 5,
             patch_max_file_bytes: ctm_patch_engine::DEFAULT_MAX_FILE_BYTES,
+            patch_max_total_bytes: ctm_patch_engine::DEFAULT_MAX_PATCH_BYTES,
             context: ContextLimits::default(),
             retention: RetentionBudget::default(),
         }
@@ -61,8 +64,13 @@ impl Limits {
             "body_read_timeout_secs": self.body_read_timeout_secs,
             "max_http_connections": self.max_http_connections,
             "max_http_connections_per_ip": self.max_http_connections_per_ip,
+            "view_image": {
+                "max_concurrent_decodes": crate::tools::MAX_CONCURRENT_DECODES,
+                "max_decode_pixels": ctm_workspace_fs::MAX_DECODE_PIXELS,
+            },
             "apply_patch": {
                 "max_file_bytes": self.patch_max_file_bytes,
+                "max_total_bytes": self.patch_max_total_bytes,
             },
             "project_context": {
                 "max_files": c.max_files,

@@ -29,6 +29,8 @@ pub struct Server {
     /// The workspace's repository, opened on first use and shared after.
     pub git: std::sync::Mutex<Option<ctm_git_tools::GitRepo>>,
     pub limits: Limits,
+    /// Image decodes in flight, for every client (`view_image`).
+    pub image_decodes: Arc<tokio::sync::Semaphore>,
     pub trace: Trace,
     /// The `tools/list` result: fixed for the life of the process.
     tools_listing: std::sync::OnceLock<Value>,
@@ -49,11 +51,13 @@ impl Server {
         }
         let mut limits = Limits::new(config.max_wait_secs);
         limits.patch_max_file_bytes = config.patch_max_file_bytes;
+        limits.patch_max_total_bytes = config.patch_max_total_bytes;
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(
             PatchEngine::new(workspace.clone(), protect_git)
-                .with_max_file_bytes(config.patch_max_file_bytes),
+                .with_max_file_bytes(config.patch_max_file_bytes)
+                .with_max_patch_bytes(config.patch_max_total_bytes),
         );
         // Temp and backup files of a server killed mid-commit: removed in the
         // background so start-up does not wait for a walk of the workspace.
@@ -97,6 +101,7 @@ impl Server {
             git: std::sync::Mutex::new(None),
             runtime_dirs,
             limits,
+            image_decodes: tools::new_decode_slots(),
             trace,
             tools_listing: std::sync::OnceLock::new(),
         }

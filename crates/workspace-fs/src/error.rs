@@ -72,8 +72,12 @@ pub enum FsError {
         /// Which limit.
         reason: String,
     },
-    /// The image has more pixels than `view_image` decodes to resize.
-    #[error("{path}: {width}x{height} is more than the {max} pixels view_image decodes")]
+    /// The image has more pixels than `view_image` decodes to resize, or
+    /// needs more memory to decode than that many 8-bit RGBA pixels (a
+    /// 16-bit image, a GIF frame larger than its screen).
+    #[error(
+        "{path}: {width}x{height} is more than view_image decodes (at most {max} pixels of 8-bit RGBA)"
+    )]
     ImageTooManyPixels {
         /// The file.
         path: String,

@@ -108,9 +108,25 @@ pub fn view_image(
         r.limits(limits);
         r
     };
-    let (w, h) = reader()
-        .into_dimensions()
-        .map_err(|e| not_image(e.to_string()))?;
+    // Past the decoder's limits (a side over MAX_DECODE_SIDE, or more memory
+    // than 40 MP of RGBA, as a 16-bit image needs): the documented refusal,
+    // not "not an image".
+    let too_many_pixels = |width: u32, height: u32| FsError::ImageTooManyPixels {
+        path: shown.clone(),
+        width,
+        height,
+        max: MAX_DECODE_PIXELS,
+    };
+    let (w, h) = reader().into_dimensions().map_err(|e| match e {
+        image::ImageError::Limits(_) => {
+            // Only the header is read again, without limits, to name the size.
+            let mut r = ImageReader::with_format(Cursor::new(&bytes), format);
+            r.no_limits();
+            let (w, h) = r.into_dimensions().unwrap_or((0, 0));
+            too_many_pixels(w, h)
+        }
+        e => not_image(e.to_string()),
+    })?;
     let fits = bytes.len() <= req.max_bytes && w <= req.max_width && h <= req.max_height;
     if fits {
         return Ok(ImageOutcome {
@@ -147,7 +163,10 @@ pub fn view_image(
             max: MAX_DECODE_PIXELS,
         });
     }
-    let decoded = reader().decode().map_err(|e| not_image(e.to_string()))?;
+    let decoded = reader().decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => too_many_pixels(w, h),
+        e => not_image(e.to_string()),
+    })?;
     let mut warnings = Vec::new();
     if format == ImageFormat::Gif {
         warnings.push("animated GIFs are shown as their first frame when resized".into());
@@ -257,6 +276,30 @@ mod tests {
             view_image(&w, &p, &strict),
             Err(FsError::ImageTooLarge { .. })
         ));
+    }
+
+    /// A 16-bit image under the pixel bound still needs more memory than the
+    /// decoder allows: the documented refusal, not "not an image".
+    // See: target/attack-issue17.md L5
+    #[test]
+    fn sixteen_bit_images_past_the_memory_limit_are_too_many_pixels() {
+        let img = image::ImageBuffer::<image::Rgba<u16>, Vec<u16>>::new(6300, 6300);
+        let mut bytes = Vec::new();
+        image::DynamicImage::ImageRgba16(img)
+            .write_to(&mut Cursor::new(&mut bytes), ImageFormat::Png)
+            .unwrap();
+        let (_t, w, p) = setup("deep.png", &bytes);
+        let small = ImageRequest {
+            max_width: 100,
+            max_height: 100,
+            ..REQ
+        };
+        match view_image(&w, &p, &small) {
+            Err(FsError::ImageTooManyPixels {
+                width, height, max, ..
+            }) => assert_eq!((width, height, max), (6300, 6300, MAX_DECODE_PIXELS)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub use context::{
     ContextLimits, InstructionFile, ProjectContext, project_context, project_context_with,
 };
 pub use error::FsError;
-pub use image::{ImageOutcome, ImageRequest, MAX_SOURCE_BYTES, view_image};
+pub use image::{ImageOutcome, ImageRequest, MAX_DECODE_PIXELS, MAX_SOURCE_BYTES, view_image};
 pub use list::{
     Entry, EntryType, FilesRequest, Globs, ListRequest, Listing, MAX_SCAN_FOR_SORT, SortKey,
     list_dir, list_files,

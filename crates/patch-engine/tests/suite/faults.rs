@@ -34,6 +34,7 @@ fn failing_any_rename_rolls_everything_back() {
                 fail_rename_at: Some(n),
                 before_commit: None,
             },
+            ..Default::default()
         };
         let r = engine.apply(THREE_FILES, &opts);
         if n <= 5 {
@@ -68,6 +69,7 @@ fn outside_change_between_plan_and_commit_is_a_conflict() {
                 std::fs::write(&path, "edited by someone\n").unwrap()
             })),
         },
+        ..Default::default()
     };
     let patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Update File: b.txt\n-b\n+B\n*** End Patch";
     let e = engine.apply(patch, &opts).unwrap_err();
@@ -97,6 +99,7 @@ fn target_created_meanwhile_is_never_overwritten() {
             fail_rename_at: None,
             before_commit: Some(Box::new(move || std::fs::write(&path, "theirs\n").unwrap())),
         },
+        ..Default::default()
     };
     let e = engine
         .apply(
@@ -124,6 +127,7 @@ fn mode_change_is_a_conflict_too() {
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap()
             })),
         },
+        ..Default::default()
     };
     let e = engine
         .apply(
@@ -227,6 +231,7 @@ fn a_failed_commit_across_many_directories_leaves_nothing_behind() {
                 fail_rename_at: Some(fail_at),
                 before_commit: None,
             },
+            ..Default::default()
         };
         let e = engine.apply(&patch, &opts).unwrap_err();
         assert_eq!(kind(&e), "io", "{e}");
@@ -288,5 +293,135 @@ fn a_file_over_the_size_cap_is_refused_before_it_is_read() {
     assert_eq!(
         std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
         "x\n"
+    );
+}
+
+/// One patch reads at most `max_patch_bytes` of files in all, each file
+/// counted every time a section names it: hard links to one file cost no
+/// disk but were once read and staged 60 times (2.2 GB for a 33 MB file).
+/// The sum is taken from metadata before anything is read.
+// See: target/attack-issue17.md M4
+#[test]
+fn a_patch_over_its_total_is_refused_before_any_file_is_read() {
+    let line = format!("{}\n", "x".repeat(89));
+    let body = format!("{line}UNIQUE\n"); // 97 bytes
+    let (t, _) = setup(&[("big0", &body)]);
+    for i in 1..4 {
+        std::fs::hard_link(t.path().join("big0"), t.path().join(format!("big{i}"))).unwrap();
+    }
+    let engine = PatchEngine::new(Workspace::open(t.path()).unwrap(), true)
+        .with_max_file_bytes(100)
+        .with_max_patch_bytes(250);
+    assert_eq!(engine.max_patch_bytes(), 250);
+    let patch = |n: usize| {
+        let mut p = String::from("*** Begin Patch\n");
+        for i in 0..n {
+            p.push_str(&format!("*** Update File: big{i}\n@@\n-UNIQUE\n+CHANGED\n"));
+        }
+        p + "*** End Patch\n"
+    };
+    // Two files (194 bytes) fit; three (291) do not.
+    let ok = engine
+        .apply(
+            &patch(2),
+            &ApplyOptions {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(ok.files.len(), 2);
+    let f = engine
+        .apply_detailed(&patch(4), &ApplyOptions::default())
+        .unwrap_err();
+    assert_eq!(
+        f.error,
+        PatchError::PatchTooLarge {
+            path: "big2".into(),
+            needed_bytes: 4 * 97,
+            max_bytes: 250,
+        }
+    );
+    // Refused up front: no operation was planned.
+    assert!(f.planned.is_empty());
+    assert_eq!(f.unplanned.len(), 4);
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("big0")).unwrap(),
+        body
+    );
+    // At the cap exactly, the patch is read.
+    let at_cap =
+        PatchEngine::new(Workspace::open(t.path()).unwrap(), true).with_max_patch_bytes(2 * 97);
+    at_cap.apply(&patch(2), &ApplyOptions::default()).unwrap();
+}
+
+/// Content staged by an earlier operation counts again when a later one
+/// names its path: metadata cannot see it, so planning checks as it goes.
+#[test]
+fn content_staged_earlier_in_the_patch_counts_each_time_it_is_named() {
+    let (t, _) = setup(&[]);
+    let engine =
+        PatchEngine::new(Workspace::open(t.path()).unwrap(), true).with_max_patch_bytes(250);
+    let line = "y".repeat(99); // 100 bytes with its newline
+    let mut p = format!("*** Begin Patch\n*** Add File: n.txt\n+{line}\n");
+    for _ in 0..3 {
+        p.push_str(&format!("*** Update File: n.txt\n@@\n {line}\n+more\n"));
+    }
+    p.push_str("*** End Patch\n");
+    let f = engine
+        .apply_detailed(&p, &ApplyOptions::default())
+        .unwrap_err();
+    assert_eq!(kind(&f.error), "patch_too_large", "{:?}", f.error);
+    let PatchError::PatchTooLarge { needed_bytes, .. } = f.error else {
+        unreachable!()
+    };
+    // 100 + 105 + 110 bytes read by the three updates.
+    assert_eq!(needed_bytes, 315);
+    assert_eq!((f.planned.len(), f.unplanned.len()), (3, 1));
+    assert!(!t.path().join("n.txt").exists());
+}
+
+/// A cancelled call, or one past its deadline, stops between operations
+/// and writes nothing.
+#[test]
+fn cancellation_and_the_deadline_stop_planning_and_write_nothing() {
+    let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let before = tree(t.path());
+    let patch =
+        "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Delete File: b.txt\n*** End Patch\n";
+    let cancelled = ApplyOptions {
+        cancelled: Some(Box::new(|| true)),
+        ..Default::default()
+    };
+    let f = engine.apply_detailed(patch, &cancelled).unwrap_err();
+    assert_eq!(
+        f.error,
+        PatchError::Stopped {
+            reason: ctm_patch_engine::StopReason::Cancelled
+        }
+    );
+    assert_eq!(f.unplanned.len(), 2);
+    let late = ApplyOptions {
+        deadline: Some(std::time::Instant::now()),
+        ..Default::default()
+    };
+    let f = engine.apply_detailed(patch, &late).unwrap_err();
+    assert_eq!(
+        f.error,
+        PatchError::Stopped {
+            reason: ctm_patch_engine::StopReason::DeadlineExceeded
+        }
+    );
+    assert_eq!(tree(t.path()), before);
+    // A signal that never fires and a deadline far away change nothing.
+    let patient = ApplyOptions {
+        cancelled: Some(Box::new(|| false)),
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_secs(600)),
+        ..Default::default()
+    };
+    engine.apply(patch, &patient).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+        "A\n"
     );
 }

@@ -61,6 +61,8 @@ pub fn kind(e: &PatchError) -> &'static str {
         PatchError::IsDirectory(_) => "is_directory",
         PatchError::NotRegular { .. } => "not_regular",
         PatchError::TooLarge { .. } => "too_large",
+        PatchError::PatchTooLarge { .. } => "patch_too_large",
+        PatchError::Stopped { .. } => "stopped",
         PatchError::Encoding { .. } => "encoding",
         PatchError::AfterDelete(_) => "after_delete",
         PatchError::GitDirProtected(_) => "git_dir",

@@ -391,7 +391,14 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
     Ok(success(text.trim_end().to_owned(), s))
 }
 
-pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
+/// At most [`super::decode_slots::MAX_CONCURRENT_DECODES`] calls read and
+/// decode at once; the others wait within their wait budget.
+pub async fn view_image(
+    ws: &Workspace,
+    slots: &std::sync::Arc<tokio::sync::Semaphore>,
+    args: &Args,
+    ctx: &ctm_protocol_eras::RequestContext,
+) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
     let req = ImageRequest {
         max_bytes: args.usize("max_bytes").unwrap_or(5 * 1024 * 1024),
@@ -399,7 +406,11 @@ pub async fn view_image(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
         max_height: u32::try_from(args.u64("max_height").unwrap_or(2000)).unwrap_or(u32::MAX),
         auto_resize: args.bool("auto_resize"),
     };
+    let wait = std::time::Duration::from_secs(ctx.wait_budget.effective_secs);
+    let permit = super::decode_slots::acquire(slots, wait, &ctx.cancel).await?;
     let o = blocking(ws, &path, move |ws, p| {
+        // Held until the decode ends, even if this call is abandoned.
+        let _slot = permit;
         ctm_workspace_fs::view_image(ws, p, &req)
     })
     .await?;

@@ -1,5 +1,6 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
+mod decode_slots;
 mod exec;
 mod files;
 mod git;
@@ -7,6 +8,7 @@ mod patch;
 mod request_permissions;
 mod server_info;
 
+pub use decode_slots::{MAX_CONCURRENT_DECODES, new_slots as new_decode_slots};
 pub use files::rfc3339;
 
 use ctm_protocol_eras::RequestContext;
@@ -35,8 +37,8 @@ pub async fn run(
         "list_dir" => files::list_dir(ws, &a).await,
         "list_files" => files::list_files(ws, &a).await,
         "search_text" => files::search_text(ws, &a).await,
-        "view_image" => files::view_image(ws, &a).await,
-        "apply_patch" => patch::apply_patch(&server.patch, &a).await,
+        "view_image" => files::view_image(ws, &server.image_decodes, &a, ctx).await,
+        "apply_patch" => patch::apply_patch(&server.patch, &a, ctx).await,
         "exec_command" => exec::exec_command(server, &a, ctx).await,
         "write_stdin" => exec::write_stdin(server, &a, ctx).await,
         "kill_command" => exec::kill_command(server, &a, ctx).await,

@@ -1,10 +1,12 @@
 //! The `apply_patch` adapter.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ctm_patch_engine::{
     ApplyOptions, FileChange, Operation, PatchEngine, PatchFailure, PatchReport, Unplanned,
 };
+use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
 use crate::args::Args;
@@ -165,15 +167,25 @@ fn failure(f: PatchFailure, dry_run: bool) -> ToolError {
     e
 }
 
-pub async fn apply_patch(engine: &Arc<PatchEngine>, args: &Args) -> Result<ToolSuccess, ToolError> {
+/// Planning stops between files once the request is cancelled or its wait
+/// budget has passed (a patch of many large files can take minutes).
+pub async fn apply_patch(
+    engine: &Arc<PatchEngine>,
+    args: &Args,
+    ctx: &RequestContext,
+) -> Result<ToolSuccess, ToolError> {
     let patch = args.str("patch").unwrap_or_default().to_owned();
     let dry_run = args.bool("dry_run");
     let engine = engine.clone();
+    let cancel = ctx.cancel.clone();
+    let deadline = Instant::now() + Duration::from_secs(ctx.wait_budget.effective_secs.max(1));
     let report = tokio::task::spawn_blocking(move || {
         engine.apply_detailed(
             &patch,
             &ApplyOptions {
                 dry_run,
+                deadline: Some(deadline),
+                cancelled: Some(Box::new(move || cancel.is_cancelled())),
                 ..Default::default()
             },
         )

@@ -32,6 +32,8 @@ fn help_names_the_important_flags() {
         "--max-wait-secs",
         "--patch-max-file-bytes",
         "CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES",
+        "--patch-max-total-bytes",
+        "CODING_TOOLS_MCP_PATCH_MAX_TOTAL_BYTES",
         "--text-json",
         "--auth-mode",
         "--generate-auth-token",

@@ -767,6 +767,121 @@ fn list_entries_carry_the_references_fields_and_order() {
     );
 }
 
+/// A `w`x`h` RGBA PNG of zeros, compressed (a 6300x6300 one is about
+/// 1 MB): one literal, then 258-byte matches at distance 1, in one
+/// fixed-Huffman deflate block.
+fn zero_rgba_png(w: u32, h: u32) -> Vec<u8> {
+    struct Bits(Vec<u8>, u32);
+    impl Bits {
+        /// `n` bits of `v`, least significant first (deflate's order).
+        fn put(&mut self, v: u32, n: u32) {
+            for i in 0..n {
+                if self.1.is_multiple_of(8) {
+                    self.0.push(0);
+                }
+                let last = self.0.len() - 1;
+                self.0[last] |= (((v >> i) & 1) as u8) << (self.1 % 8);
+                self.1 += 1;
+            }
+        }
+        /// A Huffman code, most significant bit first.
+        fn code(&mut self, c: u32, n: u32) {
+            let rev = (0..n).fold(0, |r, i| r | (((c >> i) & 1) << (n - 1 - i)));
+            self.put(rev, n);
+        }
+    }
+    fn crc(data: &[u8]) -> u32 {
+        let table: Vec<u32> = (0..256u32)
+            .map(|n| {
+                (0..8).fold(n, |c, _| {
+                    if c & 1 == 1 {
+                        0xedb8_8320 ^ (c >> 1)
+                    } else {
+                        c >> 1
+                    }
+                })
+            })
+            .collect();
+        !data.iter().fold(0xffff_ffffu32, |c, b| {
+            table[((c ^ u32::from(*b)) & 0xff) as usize] ^ (c >> 8)
+        })
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut c = kind.to_vec();
+        c.extend_from_slice(data);
+        out.extend_from_slice(&c);
+        out.extend_from_slice(&crc(&c).to_be_bytes());
+    }
+    let n = u64::from(h) * (1 + 4 * u64::from(w));
+    let mut b = Bits(Vec::new(), 0);
+    b.put(1, 1); // final block
+    b.put(1, 2); // fixed Huffman
+    b.code(0x30, 8); // literal 0
+    let mut left = n - 1;
+    while left >= 258 {
+        b.code(0xc5, 8); // length 258
+        b.code(0, 5); // distance 1
+        left -= 258;
+    }
+    for _ in 0..left {
+        b.code(0x30, 8);
+    }
+    b.code(0, 7); // end of block
+    let mut z = vec![0x78, 0x01];
+    z.extend_from_slice(&b.0);
+    z.extend_from_slice(&((((n % 65521) as u32) << 16) | 1).to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 6, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+/// The server's peak resident memory, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// At most two images decode at once, for every client: eight concurrent
+/// resizes of a 40 MP image (about 160 MB of RGBA each) once peaked at
+/// 1.2 GB (32 at 4.9 GB). The others wait their turn, and all succeed.
+// See: target/attack-issue17.md M5
+#[test]
+fn concurrent_image_decodes_wait_for_one_of_two_slots() {
+    let ws = workspace();
+    write(ws.path(), "zeros.png", zero_rgba_png(6300, 6300));
+    // A wide wait budget: on a loaded machine eight decodes in turn are slow.
+    let mut s = StdioServer::start(ws.path(), &["--max-wait-secs", "600"]);
+    let info = s.request(&call(100, "server_info", json!({})))["result"].clone();
+    assert_eq!(
+        info["structuredContent"]["limits"]["view_image"]["max_concurrent_decodes"], 2,
+        "{info}"
+    );
+    for id in 1..=8 {
+        s.send(&call(
+            id,
+            "view_image",
+            json!({"path": "zeros.png", "auto_resize": true, "max_width": 100, "max_height": 100}),
+        ));
+    }
+    for _ in 1..=8 {
+        let r = s.recv();
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        assert_eq!(r["result"]["structuredContent"]["width"], 100, "{r}");
+    }
+    let peak = peak_rss_kib(s.child.id());
+    assert!(
+        peak < 800 * 1024,
+        "peak RSS {peak} KiB: more than two decodes ran at once"
+    );
+}
+
 /// view_image: the reference's names (`mime_type`, `bytes`, `original`)
 /// and content order (the image, then the text).
 #[test]

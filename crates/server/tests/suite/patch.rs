@@ -750,6 +750,78 @@ fn a_file_over_the_size_cap_is_refused_before_it_is_read() {
     );
 }
 
+/// One patch reads at most `--patch-max-total-bytes` of files in all
+/// (default four times `--patch-max-file-bytes`), each file counted every
+/// time a section names it: 60 hard links to one 33 MB file were read and
+/// staged 60 times (2.2 GB, 258 s). The sum is taken from the files' sizes
+/// before any is read, and the answer says how to split the patch.
+// See: target/attack-issue17.md M4
+#[test]
+fn a_patch_reading_more_than_its_total_is_refused_up_front() {
+    let ws = workspace();
+    std::fs::write(
+        ws.path().join("big0"),
+        format!("{}\nUNIQUE\n", "y".repeat(89)),
+    )
+    .unwrap();
+    for i in 1..6 {
+        std::fs::hard_link(ws.path().join("big0"), ws.path().join(format!("big{i}"))).unwrap();
+    }
+    let patch = |n: usize| {
+        let mut p = String::from("*** Begin Patch\n");
+        for i in 0..n {
+            p.push_str(&format!("*** Update File: big{i}\n@@\n-UNIQUE\n+CHANGED\n"));
+        }
+        p + "*** End Patch\n"
+    };
+    // The default total follows the per-file cap.
+    let mut s = StdioServer::start(ws.path(), &["--patch-max-file-bytes", "100"]);
+    let info = s.request(&call(2, "server_info", json!({})))["result"].clone();
+    assert_eq!(
+        info["structuredContent"]["limits"]["apply_patch"]["max_total_bytes"], 400,
+        "{info}"
+    );
+    // Four links (388 bytes) fit; five do not.
+    let r = patch_call(&mut s, &patch(4), true);
+    assert_eq!(r["isError"], false, "{r}");
+    for dry_run in [true, false] {
+        let r = patch_call(&mut s, &patch(6), dry_run);
+        let e = &r["structuredContent"]["error"];
+        assert_eq!(
+            (e["code"].clone(), e["retryable"].clone()),
+            (json!("PATCH_FAILED"), json!(false)),
+            "{r}"
+        );
+        assert_eq!(e["details"]["reason"], "patch_too_large", "{r}");
+        assert_eq!(e["details"]["path"], "big4", "{r}");
+        assert_eq!(e["details"]["needed_bytes"], 6 * 97, "{r}");
+        assert_eq!(e["details"]["max_bytes"], 400, "{r}");
+        assert!(
+            e["details"]["retry_hint"]
+                .as_str()
+                .unwrap()
+                .contains("Split the patch"),
+            "{r}"
+        );
+        // Nothing was planned: the sizes were added up before any read.
+        let files = r["structuredContent"]["files"].as_array().unwrap();
+        assert_eq!(files.len(), 6, "{r}");
+        assert!(files.iter().all(|f| f["planned"] == false), "{r}");
+    }
+    still_serving(&mut s, ws.path());
+    // The total is its own setting.
+    let mut s = StdioServer::start(ws.path(), &["--patch-max-total-bytes", "150"]);
+    let r = patch_call(&mut s, &patch(2), true);
+    assert_eq!(
+        r["structuredContent"]["error"]["details"]["reason"], "patch_too_large",
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big0")).unwrap(),
+        format!("{}\nUNIQUE\n", "y".repeat(89))
+    );
+}
+
 /// A patch adding 20,000 files (once EMFILE after 33 s, with a 0-byte temp
 /// file left behind) stages them one open file at a time: it applies under
 /// an open-file limit of 256, leaves no temp file, and the server serves on.
