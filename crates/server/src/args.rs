@@ -9,6 +9,8 @@
 use serde_json::{Map, Number, Value, json};
 
 use crate::catalog::{Kind, Param, ToolSpec};
+#[cfg(test)]
+use crate::envelope::ErrorCode;
 use crate::envelope::ToolError;
 
 /// The largest integer a client can send without losing precision.
@@ -335,7 +337,7 @@ mod tests {
             r#"{"path":7}"#,
         ] {
             let e = read_file(parse(bad)).unwrap_err();
-            assert_eq!(e.code, "INVALID_ARGUMENT", "{bad}");
+            assert_eq!(e.code, ErrorCode::InvalidArgument, "{bad}");
             assert!(!e.retryable);
         }
     }

@@ -8,10 +8,6 @@ pub const EMERGENCY_TEXT_CEILING: usize = 2_162_688;
 
 /// Error categories of the contract (all seven; tools arriving with later issues use the rest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(
-    dead_code,
-    reason = "the contract's full set; file, patch, git and exec tools raise the others"
-)]
 pub enum Category {
     Validation,
     Security,
@@ -36,10 +32,91 @@ impl Category {
     }
 }
 
+/// Declares [`ErrorCode`] from one table: variant, wire name, default
+/// category and default retryability.
+macro_rules! error_codes {
+    ($($variant:ident = ($wire:literal, $category:ident, $retryable:literal),)*) => {
+        /// The contract's tool error codes ("Known tool error codes").
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[cfg_attr(
+            not(test),
+            expect(
+                dead_code,
+                reason = "the contract names SANDBOX_UNAVAILABLE and TTY_UNSUPPORTED; nothing here raises them: without a kernel sandbox commands run under the gates alone (sandbox.tier none), as the reference falls back with a warning, and PTYs always open on Linux"
+            )
+        )]
+        pub enum ErrorCode {
+            $(
+                #[doc = $wire]
+                $variant,
+            )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the contract's order.
+            #[cfg(test)]
+            pub const ALL: &[ErrorCode] = &[$(Self::$variant),*];
+
+            /// The name on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $wire,)*
+                }
+            }
+
+            /// The category a failure of this code has unless its site says
+            /// otherwise (a git refusal for safety is `security`, a
+            /// cancelled patch `runtime`).
+            pub fn category(self) -> Category {
+                match self {
+                    $(Self::$variant => Category::$category,)*
+                }
+            }
+
+            /// Whether calling again unchanged can succeed, unless the site
+            /// knows better.
+            pub fn retryable(self) -> bool {
+                match self {
+                    $(Self::$variant => $retryable,)*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    AbsolutePathDenied = ("ABSOLUTE_PATH_DENIED", Security, false),
+    BinaryFile = ("BINARY_FILE", Validation, false),
+    CommandClosed = ("COMMAND_CLOSED", Runtime, false),
+    CommandLimitReached = ("COMMAND_LIMIT_REACHED", Runtime, true),
+    CommandNotFound = ("COMMAND_NOT_FOUND", NotFound, false),
+    ElicitationUnsupported = ("ELICITATION_UNSUPPORTED", Permission, false),
+    GitError = ("GIT_ERROR", Runtime, false),
+    InternalError = ("INTERNAL_ERROR", Internal, false),
+    InvalidArgument = ("INVALID_ARGUMENT", Validation, false),
+    IsDirectory = ("IS_DIRECTORY", Validation, false),
+    NotADirectory = ("NOT_A_DIRECTORY", Validation, false),
+    NotFound = ("NOT_FOUND", NotFound, false),
+    OutputTooLarge = ("OUTPUT_TOO_LARGE", Validation, false),
+    PatchConflict = ("PATCH_CONFLICT", Conflict, true),
+    PatchContextAmbiguous = ("PATCH_CONTEXT_AMBIGUOUS", Validation, true),
+    PatchContextNotFound = ("PATCH_CONTEXT_NOT_FOUND", Validation, true),
+    PatchFailed = ("PATCH_FAILED", Validation, false),
+    PatchHunksOverlap = ("PATCH_HUNKS_OVERLAP", Validation, false),
+    PatchRollbackFailed = ("PATCH_ROLLBACK_FAILED", Internal, false),
+    PathOutsideWorkspace = ("PATH_OUTSIDE_WORKSPACE", Security, false),
+    PermissionRequired = ("PERMISSION_REQUIRED", Permission, false),
+    RuntimeDirUnwritable = ("RUNTIME_DIR_UNWRITABLE", Runtime, false),
+    SandboxUnavailable = ("SANDBOX_UNAVAILABLE", Runtime, false),
+    SymlinkEscape = ("SYMLINK_ESCAPE", Security, false),
+    TtyUnsupported = ("TTY_UNSUPPORTED", Validation, false),
+    UnsupportedEncoding = ("UNSUPPORTED_ENCODING", Validation, false),
+}
+
 /// A tool failure: an `isError: true` result, never a JSON-RPC error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub category: Category,
     pub retryable: bool,
@@ -51,18 +128,53 @@ pub struct ToolError {
 }
 
 impl ToolError {
-    pub fn invalid_argument(message: String, details: Value) -> Self {
+    /// A failure with the category and retryability [`ErrorCode`]'s table
+    /// gives its code.
+    pub fn new(
+        code: ErrorCode,
+        message: impl Into<String>,
+        details: Value,
+        recovery: impl Into<String>,
+    ) -> Self {
         Self {
-            code: "INVALID_ARGUMENT",
-            message,
-            category: Category::Validation,
-            retryable: false,
+            code,
+            message: message.into(),
+            category: code.category(),
+            retryable: code.retryable(),
             details,
-            recovery:
-                "Fix the arguments to match the tool's inputSchema (tools/list), then call again."
-                    .into(),
+            recovery: recovery.into(),
             extra: Map::new(),
         }
+    }
+
+    /// This failure under another category than its code's usual one.
+    #[must_use]
+    pub fn with_category(mut self, category: Category) -> Self {
+        self.category = category;
+        self
+    }
+
+    /// This failure with retryability decided at its site.
+    #[must_use]
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Extra top-level fields of `structuredContent`.
+    #[must_use]
+    pub fn with_extra(mut self, extra: Map<String, Value>) -> Self {
+        self.extra = extra;
+        self
+    }
+
+    pub fn invalid_argument(message: String, details: Value) -> Self {
+        Self::new(
+            ErrorCode::InvalidArgument,
+            message,
+            details,
+            "Fix the arguments to match the tool's inputSchema (tools/list), then call again.",
+        )
     }
 }
 
@@ -110,7 +222,7 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
             structured.insert(
                 "error".into(),
                 json!({
-                    "code": e.code,
+                    "code": e.code.as_str(),
                     "message": e.message,
                     "category": e.category.as_str(),
                     "retryable": e.retryable,
@@ -153,7 +265,7 @@ pub fn error_text(e: &ToolError) -> String {
     };
     format!(
         "{}: {}\nCategory: {}. {verdict}\nRetry: {}",
-        e.code,
+        e.code.as_str(),
         e.message,
         e.category.as_str(),
         e.recovery
@@ -182,15 +294,12 @@ mod tests {
 
     #[test]
     fn failure_shape_and_text() {
-        let e = ToolError {
-            code: "COMMAND_NOT_FOUND",
-            message: "Command not found; stdin access denied.".into(),
-            category: Category::NotFound,
-            retryable: false,
-            details: json!({"command_id": "x"}),
-            recovery: "This command_id has expired or never existed.".into(),
-            extra: Map::new(),
-        };
+        let e = ToolError::new(
+            ErrorCode::CommandNotFound,
+            "Command not found; stdin access denied.",
+            json!({"command_id": "x"}),
+            "This command_id has expired or never existed.",
+        );
         let r = render(Err(e), RenderOptions::default());
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"]["ok"], false);
@@ -198,6 +307,41 @@ mod tests {
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("COMMAND_NOT_FOUND: Command not found; stdin access denied.\nCategory: not_found. Retryable: no. Do not repeat this call unchanged.\nRetry: "));
         assert_eq!(r["content"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_code_table_is_the_contracts_list() {
+        // "Known tool error codes" of the contract, in its order.
+        let contract = [
+            "ABSOLUTE_PATH_DENIED",
+            "BINARY_FILE",
+            "COMMAND_CLOSED",
+            "COMMAND_LIMIT_REACHED",
+            "COMMAND_NOT_FOUND",
+            "ELICITATION_UNSUPPORTED",
+            "GIT_ERROR",
+            "INTERNAL_ERROR",
+            "INVALID_ARGUMENT",
+            "IS_DIRECTORY",
+            "NOT_A_DIRECTORY",
+            "NOT_FOUND",
+            "OUTPUT_TOO_LARGE",
+            "PATCH_CONFLICT",
+            "PATCH_CONTEXT_AMBIGUOUS",
+            "PATCH_CONTEXT_NOT_FOUND",
+            "PATCH_FAILED",
+            "PATCH_HUNKS_OVERLAP",
+            "PATCH_ROLLBACK_FAILED",
+            "PATH_OUTSIDE_WORKSPACE",
+            "PERMISSION_REQUIRED",
+            "RUNTIME_DIR_UNWRITABLE",
+            "SANDBOX_UNAVAILABLE",
+            "SYMLINK_ESCAPE",
+            "TTY_UNSUPPORTED",
+            "UNSUPPORTED_ENCODING",
+        ];
+        let ours: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(ours, contract);
     }
 
     #[test]

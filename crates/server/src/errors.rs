@@ -7,116 +7,93 @@ use ctm_patch_engine::{PatchError, PlanError, StopReason};
 use ctm_workspace_fs::FsError;
 use serde_json::json;
 
-use crate::envelope::{Category, ToolError};
+use crate::envelope::{Category, ErrorCode, ToolError};
 
-fn err(
-    code: &'static str,
+/// A failure with its code's category and retryability.
+fn err(code: ErrorCode, message: String, details: serde_json::Value, recovery: &str) -> ToolError {
+    ToolError::new(code, message, details, recovery)
+}
+
+/// A failure whose category or retryability its site decides.
+fn err_as(
+    code: ErrorCode,
     category: Category,
     retryable: bool,
     message: String,
     details: serde_json::Value,
     recovery: &str,
 ) -> ToolError {
-    ToolError {
-        code,
-        message,
-        category,
-        retryable,
-        details,
-        recovery: recovery.to_owned(),
-        extra: serde_json::Map::new(),
-    }
+    err(code, message, details, recovery)
+        .with_category(category)
+        .with_retryable(retryable)
 }
 
 /// Maps a workspace error.
 pub fn fs_error(e: FsError) -> ToolError {
-    use Category::*;
     let msg = e.to_string();
     match e {
         FsError::Absolute(p) => err(
-            "ABSOLUTE_PATH_DENIED",
-            Security,
-            false,
+            ErrorCode::AbsolutePathDenied,
             msg,
             json!({"path": p}),
             "Pass a path relative to the workspace root, e.g. src/main.rs.",
         ),
         FsError::Outside(p) => err(
-            "PATH_OUTSIDE_WORKSPACE",
-            Security,
-            false,
+            ErrorCode::PathOutsideWorkspace,
             msg,
             json!({"path": p}),
             "Only paths inside the workspace are reachable; remove the leading ../ parts.",
         ),
         FsError::SymlinkEscape(p) => err(
-            "SYMLINK_ESCAPE",
-            Security,
-            false,
+            ErrorCode::SymlinkEscape,
             msg,
             json!({"path": p}),
             "The path goes through a symlink that leaves the workspace; use a path inside it.",
         ),
         FsError::SymlinkLoop(p) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"path": p, "reason": "symlink_loop"}),
             "The symlinks on this path form a loop; use another path.",
         ),
         FsError::InvalidPath(p) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "invalid_path", "problem": p}),
             "Pass a plain workspace-relative path.",
         ),
         FsError::NotFound(p) => err(
-            "NOT_FOUND",
-            NotFound,
-            false,
+            ErrorCode::NotFound,
             msg,
             json!({"path": p}),
             "Check the path with list_dir or list_files (paths are relative to the workspace root).",
         ),
         FsError::IsDirectory(p) => err(
-            "IS_DIRECTORY",
-            Validation,
-            false,
+            ErrorCode::IsDirectory,
             msg,
             json!({"path": p}),
             "This is a directory: list it with list_dir or list_files.",
         ),
         FsError::NotADirectory(p) => err(
-            "NOT_A_DIRECTORY",
-            Validation,
-            false,
+            ErrorCode::NotADirectory,
             msg,
             json!({"path": p}),
             "This is a file: read it with read_file, or pass its directory.",
         ),
         FsError::NotRegular(p) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"path": p, "reason": "not_regular_file"}),
             "Only regular files can be read (not FIFOs, sockets or devices).",
         ),
         FsError::Binary(p) => err(
-            "BINARY_FILE",
-            Validation,
-            false,
+            ErrorCode::BinaryFile,
             msg,
             json!({"path": p}),
             "Binary content is not returned as text; use view_image for images.",
         ),
         FsError::UnsupportedEncoding { path, offset, line } => err(
-            "UNSUPPORTED_ENCODING",
-            Validation,
-            false,
+            ErrorCode::UnsupportedEncoding,
             msg,
             json!({"path": path, "offset": offset, "line": line, "supported": ["utf-8"]}),
             &format!(
@@ -129,9 +106,7 @@ pub fn fs_error(e: FsError) -> ToolError {
             pattern,
             error,
         } => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": format!("invalid_{kind}"), "pattern": pattern, "error": error}),
             if kind == "regex" {
@@ -141,26 +116,20 @@ pub fn fs_error(e: FsError) -> ToolError {
             },
         ),
         FsError::InvalidArgument(m) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "inconsistent_arguments", "problem": m}),
             "Fix the arguments and call again.",
         ),
         // The reference's code for a file that is no image it shows.
         FsError::NotAnImage { path, reason } => err(
-            "BINARY_FILE",
-            Validation,
-            false,
+            ErrorCode::BinaryFile,
             msg,
             json!({"path": path, "reason": "not_an_image", "problem": reason, "supported": ["image/png", "image/jpeg", "image/gif", "image/webp"]}),
             "view_image shows PNG, JPEG, GIF and WebP files; read text files with read_file.",
         ),
         FsError::ImageTooLarge { path, reason } => err(
-            "OUTPUT_TOO_LARGE",
-            Validation,
-            false,
+            ErrorCode::OutputTooLarge,
             msg,
             json!({"path": path, "problem": reason}),
             "Pass auto_resize=true, or raise max_bytes/max_width/max_height within their bounds.",
@@ -171,17 +140,13 @@ pub fn fs_error(e: FsError) -> ToolError {
             height,
             max,
         } => err(
-            "OUTPUT_TOO_LARGE",
-            Validation,
-            false,
+            ErrorCode::OutputTooLarge,
             msg,
             json!({"path": path, "reason": "too_many_pixels", "width": width, "height": height, "max_pixels": max}),
             "view_image does not decode images this large, resized or not: shrink it with a command first (e.g. ImageMagick's convert -resize), then view the copy.",
         ),
         FsError::Root { path, reason } => err(
-            "INTERNAL_ERROR",
-            Internal,
-            false,
+            ErrorCode::InternalError,
             msg,
             json!({"root": path, "problem": reason}),
             "The workspace root is unusable; the operator must restart the server on an existing directory.",
@@ -190,9 +155,9 @@ pub fn fs_error(e: FsError) -> ToolError {
             path,
             message,
             transient,
-        } => err(
-            "INTERNAL_ERROR",
-            Runtime,
+        } => err_as(
+            ErrorCode::InternalError,
+            Category::Runtime,
             transient,
             msg,
             json!({"path": path, "os_error": message}),
@@ -207,8 +172,8 @@ pub fn fs_error(e: FsError) -> ToolError {
 
 /// A blocking task that did not finish (it panicked or was cancelled).
 pub fn join_error(e: &tokio::task::JoinError) -> ToolError {
-    err(
-        "INTERNAL_ERROR",
+    err_as(
+        ErrorCode::InternalError,
         Category::Internal,
         true,
         format!("the operation did not complete: {e}"),
@@ -220,23 +185,18 @@ pub fn join_error(e: &tokio::task::JoinError) -> ToolError {
 /// Maps a patch-engine error. Nothing was written for any of these but
 /// `RollbackFailed`, which says what is left where.
 pub fn patch_error(e: PatchError) -> ToolError {
-    use Category::*;
     let msg = e.to_string();
     match e {
         // The verdict every tool gives a path with a NUL or a control
         // character in it.
         PatchError::Parse(p) if p.control_character => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "invalid_path", "problem": "control_character", "line": p.line}),
             "File names in a patch are plain text on one line: remove the control character (CR, LF, NUL, ...) from the path.",
         ),
         PatchError::Parse(p) => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"reason": "parse", "line": p.line}),
             &format!(
@@ -247,33 +207,25 @@ pub fn patch_error(e: PatchError) -> ToolError {
         PatchError::Path(fs) => fs_error(fs),
         PatchError::Plan { path, error } => plan_error(path, *error, msg),
         PatchError::NotFound { path, operation } => err(
-            "NOT_FOUND",
-            NotFound,
-            false,
+            ErrorCode::NotFound,
             msg,
             json!({"path": path, "operation": operation}),
             "Check the path with list_files; to create a file use '*** Add File:'.",
         ),
         PatchError::AlreadyExists { path, hint } => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"path": path, "reason": "already_exists"}),
             &format!("Nothing was written: {hint}."),
         ),
         PatchError::IsDirectory(path) => err(
-            "IS_DIRECTORY",
-            Validation,
-            false,
+            ErrorCode::IsDirectory,
             msg,
             json!({"path": path}),
             "Patches change files; name a file inside the directory.",
         ),
         PatchError::NotRegular { path, what } => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"path": path, "reason": "not_regular_file", "is": what}),
             "Patch the file a link points to by its own path; links are never written through.",
@@ -283,9 +235,7 @@ pub fn patch_error(e: PatchError) -> ToolError {
             size,
             max_bytes,
         } => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"path": path, "reason": "file_too_large", "size_bytes": size, "max_bytes": max_bytes, "setting": "--patch-max-file-bytes / CODING_TOOLS_MCP_PATCH_MAX_FILE_BYTES"}),
             "Nothing was written. apply_patch does not read files this large: make the edit with exec_command instead (e.g. sed -i, or a short script), or ask the operator to raise --patch-max-file-bytes.",
@@ -295,9 +245,7 @@ pub fn patch_error(e: PatchError) -> ToolError {
             needed_bytes,
             max_bytes,
         } => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"path": path, "reason": "patch_too_large", "needed_bytes": needed_bytes, "max_bytes": max_bytes, "setting": "--patch-max-total-bytes / CODING_TOOLS_MCP_PATCH_MAX_TOTAL_BYTES"}),
             &format!(
@@ -315,9 +263,9 @@ pub fn patch_error(e: PatchError) -> ToolError {
                     "Nothing was written: planning took longer than this call may wait. Split the patch into smaller apply_patch calls (fewer or smaller files), or make the edit with exec_command.",
                 ),
             };
-            err(
-                "PATCH_FAILED",
-                Runtime,
+            err_as(
+                ErrorCode::PatchFailed,
+                Category::Runtime,
                 retryable,
                 msg,
                 json!({"reason": reason.as_str()}),
@@ -325,41 +273,31 @@ pub fn patch_error(e: PatchError) -> ToolError {
             )
         }
         PatchError::Encoding { path, offset } => err(
-            "UNSUPPORTED_ENCODING",
-            Validation,
-            false,
+            ErrorCode::UnsupportedEncoding,
             msg,
             json!({"path": path, "offset": offset, "supported": ["utf-8"]}),
             "Only UTF-8 files can be patched.",
         ),
         PatchError::AfterDelete(path) => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"path": path, "reason": "after_delete"}),
             "Remove the later operation on the deleted path, or the delete.",
         ),
         PatchError::GitDirProtected(path) => err(
-            "PERMISSION_REQUIRED",
-            Permission,
-            false,
+            ErrorCode::PermissionRequired,
             msg,
             json!({"path": path, "permission": "write_git_dir", "permission_mode": "safe", "how_to_grant": "restart the server with --permission-mode trusted"}),
             "Safe mode never writes inside .git/; use git commands or ask the operator for trusted mode.",
         ),
         PatchError::NoChanges => err(
-            "PATCH_FAILED",
-            Validation,
-            false,
+            ErrorCode::PatchFailed,
             msg,
             json!({"reason": "no_operations"}),
             "Add at least one '*** Add File:', '*** Update File:' or '*** Delete File:' operation.",
         ),
         PatchError::Conflict { path, reason } => err(
-            "PATCH_CONFLICT",
-            Conflict,
-            true,
+            ErrorCode::PatchConflict,
             msg,
             json!({"path": path, "reason": reason}),
             if reason.contains("already made") {
@@ -372,9 +310,9 @@ pub fn patch_error(e: PatchError) -> ToolError {
             path,
             message,
             transient,
-        } => err(
-            "PATCH_FAILED",
-            Runtime,
+        } => err_as(
+            ErrorCode::PatchFailed,
+            Category::Runtime,
             transient,
             msg,
             json!({"path": path, "os_error": message, "rolled_back": true}),
@@ -392,9 +330,7 @@ pub fn patch_error(e: PatchError) -> ToolError {
             let backups: serde_json::Map<String, serde_json::Value> =
                 backups.into_iter().map(|(p, b)| (p, json!(b))).collect();
             err(
-                "PATCH_ROLLBACK_FAILED",
-                Internal,
-                false,
+                ErrorCode::PatchRollbackFailed,
                 msg,
                 json!({"cause": cause, "rollback_errors": errors, "recovery_backups": backups}),
                 "Some files could not be restored: recovery_backups maps each to its backup in the same directory; restore them before patching again.",
@@ -404,7 +340,6 @@ pub fn patch_error(e: PatchError) -> ToolError {
 }
 
 fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
-    use Category::*;
     match e {
         PlanError::ContextNotFound {
             index,
@@ -435,9 +370,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             };
             let shown: Vec<&String> = expected.iter().take(20).collect();
             err(
-                "PATCH_CONTEXT_NOT_FOUND",
-                Validation,
-                true,
+                ErrorCode::PatchContextNotFound,
                 msg,
                 json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "expected_lines": shown, "closest": closest_json}),
                 &hint,
@@ -448,9 +381,7 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             patch_line,
             anchor,
         } => err(
-            "PATCH_CONTEXT_NOT_FOUND",
-            Validation,
-            true,
+            ErrorCode::PatchContextNotFound,
             msg,
             json!({"path": path, "hunk_index": index, "match_count": 0, "patch_line": patch_line, "anchor": anchor}),
             "The @@ anchor line does not occur (after the previous hunk); copy it exactly from the file, or drop it.",
@@ -462,17 +393,13 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             lines,
             tier,
         } => err(
-            "PATCH_CONTEXT_AMBIGUOUS",
-            Validation,
-            true,
+            ErrorCode::PatchContextAmbiguous,
             format!("Patch context matched more than one location: {msg}"),
             json!({"path": path, "hunk_index": index, "patch_line": patch_line, "match_count": count, "lines": lines, "matched_with": tier.as_str()}),
             "Add context lines that occur only at the intended place, or an '@@ <line>' anchor (e.g. the enclosing function) before the hunk.",
         ),
         PlanError::Overlap { first, second } => err(
-            "PATCH_HUNKS_OVERLAP",
-            Validation,
-            false,
+            ErrorCode::PatchHunksOverlap,
             msg,
             json!({"path": path, "hunk_indexes": [first, second]}),
             "Merge the two hunks into one, or make them cover separate lines.",
@@ -522,13 +449,10 @@ fn permission_diagnostic(permission: &str, evidence: &str) -> Option<serde_json:
 
 /// Maps an exec-runtime error. Launch and policy failures carry `status: "failed"`.
 pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
-    use Category::*;
     let msg = e.to_string();
     let mut out = match e {
         ExecError::NotFound(id) => err(
-            "COMMAND_NOT_FOUND",
-            NotFound,
-            false,
+            ErrorCode::CommandNotFound,
             "Command not found; stdin access denied.".into(),
             json!({"command_id": id}),
             "This command_id has expired or never existed; start the command again with exec_command.",
@@ -536,25 +460,19 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
         // `runtime`, as the reference: the command's state, not the
         // arguments, refuses the write.
         ExecError::Ended { id, how } => err(
-            "COMMAND_CLOSED",
-            Runtime,
-            false,
+            ErrorCode::CommandClosed,
             msg,
             json!({"command_id": id, "reason": "ended", "ended": how}),
             "The command has ended; read what it printed with read_output, or start it again with exec_command.",
         ),
         ExecError::Closed(id) => err(
-            "COMMAND_CLOSED",
-            Runtime,
-            false,
+            ErrorCode::CommandClosed,
             msg,
             json!({"command_id": id}),
             "Poll with empty chars instead; to type into a command, start it with exec_command(tty=true).",
         ),
         ExecError::LimitReached { active, max } => err(
-            "COMMAND_LIMIT_REACHED",
-            Runtime,
-            true,
+            ErrorCode::CommandLimitReached,
             msg,
             json!({"active": active, "max_active_commands": max}),
             "Wait for a running command to finish, or stop one with kill_command, then call again.",
@@ -599,9 +517,7 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                 ),
             };
             let mut refusal = err(
-                "PERMISSION_REQUIRED",
-                Permission,
-                false,
+                ErrorCode::PermissionRequired,
                 msg.clone(),
                 details,
                 &recovery,
@@ -616,34 +532,28 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             refusal
         }
         ExecError::Workdir(fs) => fs_error(fs),
-        ExecError::Spawn(why) => err(
-            "INTERNAL_ERROR",
-            Runtime,
+        ExecError::Spawn(why) => err_as(
+            ErrorCode::InternalError,
+            Category::Runtime,
             false,
             msg,
             json!({"reason": "spawn_failed", "error": why}),
             "The command could not be started; check that /bin/sh exists and the workdir is usable.",
         ),
         ExecError::RuntimeDir(why) => err(
-            "RUNTIME_DIR_UNWRITABLE",
-            Runtime,
-            false,
+            ErrorCode::RuntimeDirUnwritable,
             msg,
             json!({"error": why}),
             "The server could not create its private runtime directory (TMPDIR); the operator must fix it.",
         ),
         ExecError::Unrepresentable(why) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "unrepresentable", "detail": why}),
             "Remove the NUL byte (or the '=' in the variable name) and call again.",
         ),
         ExecError::InvalidRef(r) => err(
-            "INVALID_ARGUMENT",
-            Validation,
-            false,
+            ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "invalid_output_ref", "output_ref": r}),
             "Use an output_ref from a command result, e.g. command:<id>:stdout.",
@@ -651,15 +561,15 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
     };
     if matches!(
         out.code,
-        "PERMISSION_REQUIRED"
-            | "RUNTIME_DIR_UNWRITABLE"
-            | "INTERNAL_ERROR"
-            | "NOT_FOUND"
-            | "NOT_A_DIRECTORY"
-            | "PATH_OUTSIDE_WORKSPACE"
-            | "ABSOLUTE_PATH_DENIED"
-            | "SYMLINK_ESCAPE"
-            | "COMMAND_LIMIT_REACHED"
+        ErrorCode::PermissionRequired
+            | ErrorCode::RuntimeDirUnwritable
+            | ErrorCode::InternalError
+            | ErrorCode::NotFound
+            | ErrorCode::NotADirectory
+            | ErrorCode::PathOutsideWorkspace
+            | ErrorCode::AbsolutePathDenied
+            | ErrorCode::SymlinkEscape
+            | ErrorCode::CommandLimitReached
     ) {
         out.extra.insert("status".into(), json!("failed"));
     }
@@ -669,9 +579,7 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
 /// A git operation that did not finish within its deadline.
 pub fn git_stuck(secs: u64) -> ToolError {
     err(
-        "GIT_ERROR",
-        Category::Runtime,
-        false,
+        ErrorCode::GitError,
         format!(
             "the git operation did not finish within {secs} s; a file in .git may never finish reading (a FIFO or a hung file system)"
         ),
@@ -682,20 +590,19 @@ pub fn git_stuck(secs: u64) -> ToolError {
 
 /// Maps a git-tools error.
 pub fn git_error(e: GitError) -> ToolError {
-    use Category::*;
     let msg = e.to_string();
     match e {
-        GitError::NotARepository => err(
-            "GIT_ERROR",
-            Validation,
+        GitError::NotARepository => err_as(
+            ErrorCode::GitError,
+            Category::Validation,
             false,
             msg,
             json!({"reason": "not_a_repository"}),
             "Run git init (exec_command) or use the file tools; there is no repository here.",
         ),
-        GitError::LinkOutside(target) => err(
-            "GIT_ERROR",
-            Security,
+        GitError::LinkOutside(target) => err_as(
+            ErrorCode::GitError,
+            Category::Security,
             false,
             msg,
             json!({"reason": "git_link_outside_workspace", "target": target}),
@@ -703,42 +610,32 @@ pub fn git_error(e: GitError) -> ToolError {
         ),
         // The reference's category: git's own refusal, not an argument check.
         GitError::UnknownRevision { rev, message } => err(
-            "GIT_ERROR",
-            Runtime,
-            false,
+            ErrorCode::GitError,
             msg,
             json!({"reason": "unknown_revision", "rev": rev, "cause": message}),
             "Use a branch, tag, commit id or expression such as HEAD~2 (git_log lists commits).",
         ),
         GitError::PathNotInRevision { path, rev } => err(
-            "NOT_FOUND",
-            NotFound,
-            false,
+            ErrorCode::NotFound,
             msg,
             json!({"path": path, "rev": rev}),
             "Check the path at that revision with git_show(rev=..., paths=[...]) or git_log(path=...).",
         ),
         GitError::Binary(path) => err(
-            "BINARY_FILE",
-            Validation,
-            false,
+            ErrorCode::BinaryFile,
             msg,
             json!({"path": path}),
             "Binary files have no line-based view.",
         ),
         GitError::Path(fs) => fs_error(fs),
         GitError::SpecialFile(name) => err(
-            "GIT_ERROR",
-            Runtime,
-            false,
+            ErrorCode::GitError,
             msg,
             json!({"reason": "special_file", "path": name}),
             "Replace that file in .git with a regular one (see it with exec_command(cmd=\"ls -la .git\")); until then only the file tools work.",
         ),
         GitError::Git(cause) => err(
-            "GIT_ERROR",
-            Runtime,
-            false,
+            ErrorCode::GitError,
             msg,
             json!({"reason": "repository_error", "cause": cause}),
             "The repository could not be read; check it with exec_command(cmd=\"git fsck\") if it repeats.",

@@ -288,7 +288,7 @@ impl Server {
         );
         f.insert(
             "error_code".into(),
-            json!(outcome.as_ref().err().map(|e| e.code)),
+            json!(outcome.as_ref().err().map(|e| e.code.as_str())),
         );
         f.insert(
             "duration_ms".into(),

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctm_protocol_eras::Cancellation;
-use serde_json::{Map, json};
+use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::envelope::{Category, ToolError};
+use crate::envelope::{Category, ErrorCode, ToolError};
 
 /// `view_image` calls that read and decode at once.
 pub const MAX_CONCURRENT_DECODES: usize = 2;
@@ -37,15 +37,9 @@ pub async fn acquire(
 }
 
 fn error(message: String, details: serde_json::Value, recovery: &str) -> ToolError {
-    ToolError {
-        code: "INTERNAL_ERROR",
-        message,
-        category: Category::Runtime,
-        retryable: true,
-        details,
-        recovery: recovery.to_owned(),
-        extra: Map::new(),
-    }
+    ToolError::new(ErrorCode::InternalError, message, details, recovery)
+        .with_category(Category::Runtime)
+        .with_retryable(true)
 }
 
 fn busy(wait: Duration) -> ToolError {

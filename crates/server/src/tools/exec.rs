@@ -11,7 +11,7 @@ use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
 use crate::args::Args;
-use crate::envelope::{ToolError, ToolSuccess};
+use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
 use crate::server::Server;
 
@@ -529,7 +529,7 @@ pub async fn exec_command(
 /// command line (whitespace collapsed) for the gates that judge all of it,
 /// and the names of the caller's variables for `sensitive_env`.
 fn refusal_details(mut e: ToolError, cmd: &str, env_keys: Vec<String>) -> ToolError {
-    if e.code != "PERMISSION_REQUIRED" {
+    if e.code != ErrorCode::PermissionRequired {
         return e;
     }
     let permission = e.details["permission"].as_str().unwrap_or_default();

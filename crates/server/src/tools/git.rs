@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use ctm_workspace_fs::{FsError, Kind};
 
 use crate::args::Args;
-use crate::envelope::{Category, ToolError, ToolSuccess};
+use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
 
 /// The least time a git operation gets before the call gives up on it (and
@@ -575,7 +575,9 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
     let (p2, r2) = (path.clone(), rev.clone());
     let b = match with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await {
         Ok(b) => b,
-        Err(e) if e.code == "NOT_FOUND" => return Err(blame_missing(server, &path, &rev, e).await),
+        Err(e) if e.code == ErrorCode::NotFound => {
+            return Err(blame_missing(server, &path, &rev, e).await);
+        }
         Err(e) => return Err(e),
     };
     // The last line of the range asked for, as the reference reports it.
@@ -642,15 +644,12 @@ async fn blame_missing(server: &Server, path: &str, rev: &str, not_found: ToolEr
     match worktree_kind(server, path).await {
         Ok(None) => fs_error(FsError::NotFound(path.to_owned())),
         Ok(Some(Kind::Directory)) => fs_error(FsError::IsDirectory(path.to_owned())),
-        Ok(Some(_)) => ToolError {
-            code: "GIT_ERROR",
-            message: format!("git blame: {path} is not in {rev}"),
-            category: Category::Runtime,
-            retryable: false,
-            details: json!({"reason": "path_not_in_revision", "path": path, "rev": rev}),
-            recovery: "Only committed files have a blame; commit it first, or name a revision that has it (git_log(path=...) lists them).".into(),
-            extra: Map::new(),
-        },
+        Ok(Some(_)) => ToolError::new(
+            ErrorCode::GitError,
+            format!("git blame: {path} is not in {rev}"),
+            json!({"reason": "path_not_in_revision", "path": path, "rev": rev}),
+            "Only committed files have a blame; commit it first, or name a revision that has it (git_log(path=...) lists them).",
+        ),
         Err(_) => not_found,
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::Args;
 use crate::catalog::ToolSpec;
-use crate::envelope::{Category, ToolError, ToolSuccess};
+use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::server::Server;
 
 pub use server_info::{annotation_override as annotation_override_json, real_annotations};
@@ -55,13 +55,10 @@ pub async fn run(
 
 /// A catalog tool without an adapter: a server fault, never a user error.
 fn no_adapter(tool: &str) -> ToolError {
-    ToolError {
-        code: "INTERNAL_ERROR",
-        message: format!("{tool} has no adapter in this server"),
-        category: Category::Internal,
-        retryable: false,
-        details: json!({ "tool": tool, "reason": "no_adapter" }),
-        recovery: "This is a server defect; report it.".into(),
-        extra: Map::new(),
-    }
+    ToolError::new(
+        ErrorCode::InternalError,
+        format!("{tool} has no adapter in this server"),
+        json!({ "tool": tool, "reason": "no_adapter" }),
+        "This is a server defect; report it.",
+    )
 }

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::cli::PermissionMode;
-use crate::envelope::{Category, ToolError, ToolSuccess};
+use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::server::Server;
 
 fn how_to_grant(permission: &str) -> &'static str {
@@ -29,15 +29,13 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
         extra.insert("status".into(), json!("unsupported"));
         extra.insert("grant_id".into(), Value::Null);
         extra.insert("expires_at".into(), Value::Null);
-        return Err(ToolError {
-            code: "ELICITATION_UNSUPPORTED",
-            message: format!(
+        return Err(ToolError::new(
+            ErrorCode::ElicitationUnsupported,
+            format!(
                 "This server cannot ask the user for {permission} on {tool}: it does not support MCP elicitation, and {} mode never escalates on request.",
                 mode.as_str()
             ),
-            category: Category::Permission,
-            retryable: false,
-            details: json!({
+            json!({
                 "tool_name": tool,
                 "permission": permission,
                 "scope": scope,
@@ -46,11 +44,11 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
                 "how_to_grant": grant,
                 "requested": args,
             }),
-            recovery: format!(
+            format!(
                 "Ask the operator to {grant}, or choose an approach that does not need {permission}."
             ),
-            extra,
-        });
+        )
+        .with_extra(extra));
     }
     let mut s = Map::new();
     s.insert("status".into(), json!("granted"));
