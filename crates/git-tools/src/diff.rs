@@ -311,10 +311,7 @@ fn assemble(parts: Vec<(String, FileDiff)>, max_bytes: usize) -> DiffOutcome {
             truncated = true;
             if text.is_empty() {
                 // One file alone is too large: its first lines, cut at a line boundary.
-                let mut cut = max_bytes.min(patch.len());
-                while !patch.is_char_boundary(cut) {
-                    cut -= 1;
-                }
+                let cut = patch.floor_char_boundary(max_bytes);
                 let end = patch[..cut].rfind('\n').map_or(0, |i| i + 1);
                 text.push_str(&patch[..end]);
             } else {

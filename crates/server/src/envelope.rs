@@ -277,11 +277,7 @@ fn cap_text(mut text: String) -> String {
         return text;
     }
     let total = text.len();
-    let mut cut = EMERGENCY_TEXT_CEILING - 256;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
+    text.truncate(text.floor_char_boundary(EMERGENCY_TEXT_CEILING - 256));
     text.push_str(&format!(
         "\n[truncated by the {EMERGENCY_TEXT_CEILING}-byte safety ceiling: {total} bytes in all; structuredContent has the complete result or its continuation]"
     ));

@@ -99,10 +99,7 @@ pub fn redact_text(text: &str) -> String {
         return REDACTED.into();
     }
     // Only the start is ever shown: bound the work to it.
-    let mut end = text.len().min(REDACT_SCAN_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(REDACT_SCAN_BYTES);
     let text = &text[..end];
     let is_sep = |c: char| c.is_whitespace() || "\"'`,;()<>|&{}[]".contains(c);
     let mut out = String::with_capacity(text.len());
@@ -250,10 +247,7 @@ pub fn redact(value: &Value) -> Value {
                 if clean.len() <= PREVIEW_STRING_BYTES {
                     return json!(clean);
                 }
-                let mut cut = PREVIEW_STRING_BYTES;
-                while !clean.is_char_boundary(cut) {
-                    cut -= 1;
-                }
+                let cut = clean.floor_char_boundary(PREVIEW_STRING_BYTES);
                 json!(format!("{}...[truncated]", &clean[..cut]))
             }
             other => other.clone(),

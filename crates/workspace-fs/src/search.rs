@@ -317,11 +317,7 @@ impl Collect<'_, '_> {
         if text.len() <= cap {
             return (text.into_owned(), false);
         }
-        let mut cut = cap;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        (text[..cut].to_owned(), true)
+        (text[..text.floor_char_boundary(cap)].to_owned(), true)
     }
 
     fn line(&mut self, number: u64, bytes: &[u8], is_match: bool) {

@@ -150,18 +150,8 @@ fn preview_of(out: &str, err: &str, limit: usize) -> (String, bool) {
     if all.len() <= limit {
         return (all, false);
     }
-    let floor = |mut i: usize| {
-        while !all.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let ceil = |mut i: usize| {
-        while !all.is_char_boundary(i) {
-            i += 1;
-        }
-        i
-    };
+    let floor = |i: usize| all.floor_char_boundary(i);
+    let ceil = |i: usize| all.ceil_char_boundary(i);
     const MARK: &str = "\n[... preview cut here ...]\n";
     if limit <= MARK.len() + 2 {
         return (all[..floor(limit)].to_owned(), true);

@@ -471,11 +471,8 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
             }
             let total = bytes.len();
             let max = opts.max_bytes;
-            let mut cut = total.min(max);
             let text_all = String::from_utf8_lossy(&bytes).into_owned();
-            while !text_all.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = text_all.floor_char_boundary(total.min(max));
             let content = text_all[..cut].to_owned();
             let truncated = cut < text_all.len();
             let mut text = content.clone();
