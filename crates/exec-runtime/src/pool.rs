@@ -1416,9 +1416,8 @@ fn delta(buf: &RetainedStream, cursor: &mut u64, max: usize) -> Delta {
         let tail_s = utf8_suffix(&tail);
         let gap_start = from + head_s.len() as u64;
         let gap_len = end - tail_s.len() as u64 - gap_start;
-        let text = format!(
-            "{head_s}\n[... {gap_len} bytes left out here; read them with read_output at offset {gap_start} ...]\n{tail_s}"
-        );
+        let text =
+            format!("{head_s}\n[... {gap_len} bytes left out at offset {gap_start} ...]\n{tail_s}");
         (
             text,
             Some((gap_start, gap_len)),

@@ -237,12 +237,23 @@ fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Value> {
 
 /// Renders a snapshot: status line first, then output, then the exact
 /// continuation calls.
+/// Whether the answer names a next call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    /// A running command's poll, else the first continuation.
+    Suggest,
+    /// A kill ended the command after the snapshot: no next call (the
+    /// continuations stay in `next_actions`).
+    Ended,
+}
+
 fn render(
     s: &Snapshot,
     args: &Args,
     wait: Option<&Wait>,
     ctx: &RequestContext,
     extra: Map<String, Value>,
+    poll: Poll,
 ) -> ToolSuccess {
     let asked_verbosity = args.str("verbosity");
     let verbosity = asked_verbosity.unwrap_or("full");
@@ -386,7 +397,7 @@ fn render(
             "\n[Processes this command started are still running in the background; they count against the active-command limit until they end. Stop them with kill_command(command_id=\"{id}\").]"
         ));
     }
-    if s.status == Status::Running {
+    if s.status == Status::Running && poll == Poll::Suggest {
         // Suggest the default wait, not a short first yield again: one poll
         // then usually sees the end (capped by the request's wait budget).
         let y = DEFAULT_YIELD_MS.min(ctx.wait_budget.effective_secs.saturating_mul(1000));
@@ -396,7 +407,9 @@ fn render(
             "\nStill running: poll with write_stdin(chars=\"\", yield_time_ms={y}); stop it with kill_command."
         ));
         st.insert("next_action".into(), next);
-    } else if let Some(first) = next_actions.first() {
+    } else if poll == Poll::Suggest
+        && let Some(first) = next_actions.first()
+    {
         st.insert("next_action".into(), first.clone());
     }
     if !next_actions.is_empty() {
@@ -512,7 +525,14 @@ pub async fn exec_command(
         .exec(req, wait.effective, ctx.cancel.cancelled(), max)
         .await
         .map_err(|e| refusal_details(exec_error(e, &server.config), &cmd, env_keys))?;
-    Ok(render(&snap, args, Some(&wait), ctx, Map::new()))
+    Ok(render(
+        &snap,
+        args,
+        Some(&wait),
+        ctx,
+        Map::new(),
+        Poll::Suggest,
+    ))
 }
 
 /// The reference's `details` of a refusal that depend on the request: the
@@ -552,7 +572,14 @@ pub async fn write_stdin(
         )
         .await
         .map_err(|e| exec_error(e, &server.config))?;
-    Ok(render(&snap, args, Some(&wait), ctx, Map::new()))
+    Ok(render(
+        &snap,
+        args,
+        Some(&wait),
+        ctx,
+        Map::new(),
+        Poll::Suggest,
+    ))
 }
 
 pub async fn kill_command(
@@ -602,7 +629,12 @@ pub async fn kill_command(
         "evicted".into(),
         json!(outcome.status != KillStatus::Terminating),
     );
-    let mut r = render(&outcome.snapshot, args, None, ctx, extra);
+    let poll = if outcome.status == KillStatus::Terminating {
+        Poll::Suggest
+    } else {
+        Poll::Ended
+    };
+    let mut r = render(&outcome.snapshot, args, None, ctx, extra, poll);
     let head = match outcome.status {
         KillStatus::Terminating => format!(
             "Kill: command {id} terminating — still alive after {} | the command is kept; retry kill_command",
@@ -618,13 +650,6 @@ pub async fn kill_command(
         ),
     };
     r.text = format!("{}\n{head}", r.text);
-    if outcome.status != KillStatus::Terminating {
-        r.structured.remove("next_action");
-        r.text = r.text.replace(
-            "\nStill running: poll with write_stdin(",
-            "\n[was running: write_stdin(",
-        );
-    }
     Ok(r)
 }
 
