@@ -159,6 +159,9 @@ const READ_ONLY: Annotations = Annotations {
 };
 
 const MIB: u64 = 1024 * 1024;
+
+/// The most `max_bytes` a `read_file` call may ask for.
+pub const READ_MAX_BYTES: u64 = MIB;
 const VERBOSITY: &[&str] = &["summary", "preview", "full"];
 
 const PATH_DOT: Param = opt(
@@ -203,7 +206,7 @@ pub const TOOLS: &[ToolSpec] = &[
             opt("max_lines", int(1, None, None), "Most lines to return."),
             opt(
                 "max_bytes",
-                int(1, Some(MIB), Some(128 * 1024)),
+                int(1, Some(READ_MAX_BYTES), Some(128 * 1024)),
                 "Most bytes of content to return.",
             ),
             opt(

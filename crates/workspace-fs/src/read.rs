@@ -64,8 +64,6 @@ pub struct ReadOutcome {
     /// Where to continue, when a budget cut the range short and lines of it
     /// remain.
     pub next_start_line: Option<u64>,
-    /// Things worth knowing (cut line, start past the end).
-    pub warnings: Vec<String>,
 }
 
 /// How far past the served range lines are counted for `total_lines`: a
@@ -134,7 +132,6 @@ pub fn read_file(
     // Past the range, at most `COUNT_AHEAD_BYTES` are read: the rest of a
     // cut line and the count of the lines after it share that budget.
     let mut ahead = COUNT_AHEAD_BYTES;
-    let mut warnings = Vec::new();
     loop {
         if range_last.is_some_and(|last| end_line >= last) {
             // The range asked for is served whole; only a `max_lines`
@@ -166,10 +163,6 @@ pub fn read_file(
                         pending_partial = true;
                     }
                     end_line = this_line;
-                    warnings.push(format!(
-                        "line {end_line} is longer than max_bytes ({}); only its first {cut} bytes are shown. Raise max_bytes (up to 1048576) or use search_text to find within it.",
-                        req.max_bytes
-                    ));
                 } else {
                     pending_partial = !finished;
                 }
@@ -216,12 +209,6 @@ pub fn read_file(
             .metadata()
             .map_or(counter.bytes, |m| m.len().max(counter.bytes))
     };
-    if req.start_line > total_lines.max(1) && total_lines > 0 {
-        warnings.push(format!(
-            "start_line {} is past the end of the file ({total_lines} lines)",
-            req.start_line
-        ));
-    }
     // A continuation only when a budget cut the range short and lines of
     // it remain: a range served whole has none, though the file goes on.
     let range_end = total_lines.min(req.end_line.unwrap_or(u64::MAX));
@@ -236,7 +223,6 @@ pub fn read_file(
         truncated_by,
         first_line_exceeds_limit,
         next_start_line,
-        warnings,
     })
 }
 
@@ -487,7 +473,6 @@ mod tests {
             (r.content.as_str(), r.end_line, r.next_start_line),
             ("", 98, None)
         );
-        assert_eq!(r.warnings.len(), 1);
     }
 
     #[test]

@@ -108,8 +108,19 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
             r.total_lines, r.start_line
         );
     }
-    for w in &r.warnings {
-        text.push_str(&format!("\n[warning: {w}]"));
+    if r.first_line_exceeds_limit {
+        text.push_str(&format!(
+            "\n[warning: line {} is longer than max_bytes ({max_bytes}); only its first {} bytes are shown. Raise max_bytes (up to {}) or use search_text to find within it.]",
+            r.end_line,
+            r.content.len(),
+            crate::catalog::READ_MAX_BYTES,
+        ));
+    }
+    if r.start_line > r.total_lines.max(1) && r.total_lines > 0 {
+        text.push_str(&format!(
+            "\n[warning: start_line {} is past the end of the file ({} lines)]",
+            r.start_line, r.total_lines
+        ));
     }
     // The reference's words; our sentences are in the text.
     let mut warnings = Vec::new();
