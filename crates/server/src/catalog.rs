@@ -50,9 +50,34 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+/// The tools, one variant each: dispatch matches it exhaustively, so a
+/// catalog entry without an adapter does not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tool {
+    ServerInfo,
+    CheckExecEnvironment,
+    ReadFile,
+    ListDir,
+    ListFiles,
+    SearchText,
+    ApplyPatch,
+    ExecCommand,
+    WriteStdin,
+    KillCommand,
+    ReadOutput,
+    GitStatus,
+    GitDiff,
+    GitLog,
+    GitShow,
+    GitBlame,
+    RequestPermissions,
+    ViewImage,
+}
+
 /// One tool.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolSpec {
+    pub tool: Tool,
     pub name: &'static str,
     pub title: &'static str,
     pub description: &'static str,
@@ -173,6 +198,7 @@ const PATH_DOT: Param = opt(
 /// The 18 tools, in `tools/list` order.
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
+        tool: Tool::ServerInfo,
         name: "server_info",
         title: "Server info",
         description: "Describe this server: version, supported protocol versions, workspace, tool count and real annotations, auth state, permission mode, runtime directories, project-context receipts, exec policy, limits and the retained-output budget.",
@@ -180,6 +206,7 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[],
     },
     ToolSpec {
+        tool: Tool::CheckExecEnvironment,
         name: "check_exec_environment",
         title: "Check exec environment",
         description: "Report the exec policy, permission gates, Landlock status and runtime directories that exec_command would use, without running any probe.",
@@ -187,6 +214,7 @@ pub const TOOLS: &[ToolSpec] = &[
         params: &[],
     },
     ToolSpec {
+        tool: Tool::ReadFile,
         name: "read_file",
         title: "Read file",
         description: "Read a range of lines of a UTF-8 text file in the workspace. Reports the file's total lines and bytes; when the answer is bounded it names the exact continuation, e.g. read_file(path=\"src/app.py\", start_line=201). Binary files and directories are refused.",
@@ -217,6 +245,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ListDir,
         name: "list_dir",
         title: "List directory",
         description: "List the entries of a workspace directory, optionally recursively. Honours .gitignore unless include_ignored; hidden entries only with include_hidden. Capped by max_entries with an explicit truncated flag.",
@@ -252,6 +281,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ListFiles,
         name: "list_files",
         title: "List files",
         description: "List files under a workspace directory, filtered by glob patterns (e.g. patterns=[\"**/*.rs\"]). Honours .gitignore unless include_ignored. Capped by max_results with an explicit truncated flag.",
@@ -296,6 +326,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::SearchText,
         name: "search_text",
         title: "Search text",
         description: "Search workspace text files for a literal string or a regex (regex=true), with optional context lines and glob filters. Stops as soon as max_results is known to be exceeded and says so.",
@@ -338,6 +369,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ApplyPatch,
         name: "apply_patch",
         title: "Apply patch",
         description: "The only way to change files: apply a patch envelope atomically (every file or none). Supports *** Add File, *** Update File (with optional *** Move to) and *** Delete File. Example:\n*** Begin Patch\n*** Update File: app.py\n@@\n-old\n+new\n*** End Patch\nUse dry_run=true to see the plan without writing.",
@@ -361,6 +393,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ExecCommand,
         name: "exec_command",
         title: "Execute command",
         description: "Run a shell command in the workspace under the permission policy. Returns when it exits or after yield_time_ms; a command still running returns status running with a command_id and the exact write_stdin call that continues it. Statuses: exited, running, timeout, terminated, failed. Example: {\"cmd\":\"pytest -q\",\"workdir\":\".\",\"yield_time_ms\":30000}.",
@@ -401,6 +434,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::WriteStdin,
         name: "write_stdin",
         title: "Write stdin",
         description: "Write to a running command's stdin, or poll it with empty chars, then wait up to yield_time_ms for output. Poll example: {\"command_id\":\"abc\",\"chars\":\"\",\"yield_time_ms\":10000}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
@@ -428,6 +462,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::KillCommand,
         name: "kill_command",
         title: "Kill command",
         description: "Stop a command: signal its process group, wait wait_ms, escalate to KILL, wait kill_wait_ms, and report the signal that actually ended it. Statuses: terminated, killed, exited, terminating, not_found. Cancelling a request does not stop its command; this does. Example: {\"command_id\":\"abc\",\"signal\":\"KILL\"}.",
@@ -460,6 +495,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ReadOutput,
         name: "read_output",
         title: "Read output",
         description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
@@ -488,6 +524,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::GitStatus,
         name: "git_status",
         title: "Git status",
         description: "Staged, unstaged and untracked changes of the workspace repository, with branch and upstream ahead/behind. Read in-process: no hook or fsmonitor runs.",
@@ -503,6 +540,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::GitDiff,
         name: "git_diff",
         title: "Git diff",
         description: "Unified diff of unstaged (worktree vs index) and/or staged (index vs HEAD) changes, like git diff / git diff --cached, bounded by max_bytes with a continuation hint.",
@@ -525,6 +563,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::GitLog,
         name: "git_log",
         title: "Git log",
         description: "Commits reachable from a ref or revision expression (newest first), optionally only those touching a path. A ref is never read as an option.",
@@ -545,6 +584,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::GitShow,
         name: "git_show",
         title: "Git show",
         description: "A commit's metadata and its diff against its first parent, or a file's content at a revision when path names a file, bounded by max_bytes.",
@@ -571,6 +611,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::GitBlame,
         name: "git_blame",
         title: "Git blame",
         description: "Per-line attribution of a file (commit, author, time, original line number), like git blame --porcelain, for a bounded line range.",
@@ -588,6 +629,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::RequestPermissions,
         name: "request_permissions",
         title: "Request permissions",
         description: "Ask for a permission that the policy refused. This server does not use MCP elicitation, so in safe and trusted mode the answer is ELICITATION_UNSUPPORTED with how the operator can grant it; in dangerous mode it reports the operator's auto-grant policy. It never escalates on its own.",
@@ -627,6 +669,7 @@ pub const TOOLS: &[ToolSpec] = &[
         ],
     },
     ToolSpec {
+        tool: Tool::ViewImage,
         name: "view_image",
         title: "View image",
         description: "Return a workspace image (PNG, JPEG, GIF, WebP) as one MCP image content block, resized to fit max_width x max_height when auto_resize. structuredContent carries the metadata only, never the base64 data.",

@@ -12,11 +12,11 @@ pub use decode_slots::{MAX_CONCURRENT_DECODES, new_slots as new_decode_slots};
 pub use files::rfc3339;
 
 use ctm_protocol_eras::RequestContext;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::args::Args;
-use crate::catalog::ToolSpec;
-use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
+use crate::catalog::{Tool, ToolSpec};
+use crate::envelope::{ToolError, ToolSuccess};
 use crate::server::Server;
 
 pub use server_info::{annotation_override as annotation_override_json, real_annotations};
@@ -30,35 +30,24 @@ pub async fn run(
 ) -> Result<ToolSuccess, ToolError> {
     let ws = &server.workspace;
     let a = Args::new(spec, args);
-    match spec.name {
-        "server_info" => Ok(server_info::run(server)),
-        "request_permissions" => request_permissions::run(server, a.map()),
-        "read_file" => files::read_file(ws, &a).await,
-        "list_dir" => files::list_dir(ws, &a).await,
-        "list_files" => files::list_files(ws, &a).await,
-        "search_text" => files::search_text(ws, &a).await,
-        "view_image" => files::view_image(ws, &server.image_decodes, &a, ctx).await,
-        "apply_patch" => patch::apply_patch(&server.patch, &a, ctx).await,
-        "exec_command" => exec::exec_command(server, &a, ctx).await,
-        "write_stdin" => exec::write_stdin(server, &a, ctx).await,
-        "kill_command" => exec::kill_command(server, &a, ctx).await,
-        "read_output" => exec::read_output(server, &a).await,
-        "check_exec_environment" => Ok(exec::check_exec_environment(server)),
-        "git_status" => git::git_status(server, &a).await,
-        "git_diff" => git::git_diff(server, &a).await,
-        "git_log" => git::git_log(server, &a).await,
-        "git_show" => git::git_show(server, &a).await,
-        "git_blame" => git::git_blame(server, &a).await,
-        other => Err(no_adapter(other)),
+    match spec.tool {
+        Tool::ServerInfo => Ok(server_info::run(server)),
+        Tool::RequestPermissions => request_permissions::run(server, a.map()),
+        Tool::ReadFile => files::read_file(ws, &a).await,
+        Tool::ListDir => files::list_dir(ws, &a).await,
+        Tool::ListFiles => files::list_files(ws, &a).await,
+        Tool::SearchText => files::search_text(ws, &a).await,
+        Tool::ViewImage => files::view_image(ws, &server.image_decodes, &a, ctx).await,
+        Tool::ApplyPatch => patch::apply_patch(&server.patch, &a, ctx).await,
+        Tool::ExecCommand => exec::exec_command(server, &a, ctx).await,
+        Tool::WriteStdin => exec::write_stdin(server, &a, ctx).await,
+        Tool::KillCommand => exec::kill_command(server, &a, ctx).await,
+        Tool::ReadOutput => exec::read_output(server, &a).await,
+        Tool::CheckExecEnvironment => Ok(exec::check_exec_environment(server)),
+        Tool::GitStatus => git::git_status(server, &a).await,
+        Tool::GitDiff => git::git_diff(server, &a).await,
+        Tool::GitLog => git::git_log(server, &a).await,
+        Tool::GitShow => git::git_show(server, &a).await,
+        Tool::GitBlame => git::git_blame(server, &a).await,
     }
-}
-
-/// A catalog tool without an adapter: a server fault, never a user error.
-fn no_adapter(tool: &str) -> ToolError {
-    ToolError::new(
-        ErrorCode::InternalError,
-        format!("{tool} has no adapter in this server"),
-        json!({ "tool": tool, "reason": "no_adapter" }),
-        "This is a server defect; report it.",
-    )
 }
