@@ -397,10 +397,21 @@ impl Args {
             })
     }
 
-    /// An integer argument as usize (saturating on 32-bit targets).
-    pub fn usize(&self, name: &str) -> Option<usize> {
-        self.u64(name)
-            .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+    /// An integer argument that has a default in the catalog: the value
+    /// given, else that default (stated once, there).
+    pub fn int(&self, name: &str) -> u64 {
+        let v = self.u64(name);
+        debug_assert!(
+            v.is_some(),
+            "{}.{name} has no catalog default; read it with u64()",
+            self.spec.name
+        );
+        v.unwrap_or_default()
+    }
+
+    /// [`Args::int`] as usize (saturating on 32-bit targets).
+    pub fn size(&self, name: &str) -> usize {
+        usize::try_from(self.int(name)).unwrap_or(usize::MAX)
     }
 
     /// A string argument, or its default.

@@ -185,6 +185,10 @@ const READ_ONLY: Annotations = Annotations {
 
 const MIB: u64 = 1024 * 1024;
 
+/// How long `exec_command` and `write_stdin` wait by default, and the
+/// poll a running command's answer suggests.
+pub const DEFAULT_YIELD_MS: u64 = 10_000;
+
 /// The most `max_bytes` a `read_file` call may ask for.
 pub const READ_MAX_BYTES: u64 = MIB;
 const VERBOSITY: &[&str] = &["summary", "preview", "full"];
@@ -418,7 +422,7 @@ pub const TOOLS: &[ToolSpec] = &[
             ),
             opt(
                 "yield_time_ms",
-                int(0, Some(30_000), Some(10_000)),
+                int(0, Some(30_000), Some(DEFAULT_YIELD_MS)),
                 "Longest wait before answering running.",
             ),
             MAX_OUTPUT_BYTES,
@@ -453,7 +457,7 @@ pub const TOOLS: &[ToolSpec] = &[
             opt("chars", string_or(""), "Text to write; empty to poll."),
             opt(
                 "yield_time_ms",
-                int(0, Some(30_000), Some(10_000)),
+                int(0, Some(30_000), Some(DEFAULT_YIELD_MS)),
                 "Longest wait for output.",
             ),
             MAX_OUTPUT_BYTES,

@@ -23,10 +23,10 @@ struct Wait {
 }
 
 /// `yield_time_ms` when none is given.
-const DEFAULT_YIELD_MS: u64 = 10_000;
+use crate::catalog::DEFAULT_YIELD_MS;
 
 fn wait_of(args: &Args, ctx: &RequestContext) -> Wait {
-    let requested_ms = args.u64("yield_time_ms").unwrap_or(DEFAULT_YIELD_MS);
+    let requested_ms = args.int("yield_time_ms");
     let budget_ms = ctx.wait_budget.effective_secs.saturating_mul(1000);
     Wait {
         requested_ms,
@@ -257,7 +257,7 @@ fn render(
 ) -> ToolSuccess {
     let asked_verbosity = args.str("verbosity");
     let verbosity = asked_verbosity.unwrap_or("full");
-    let preview_bytes = args.usize("preview_bytes").unwrap_or(4096);
+    let preview_bytes = args.size("preview_bytes");
     let id = &s.command_id;
     let streams = [(Stream::Stdout, &s.stdout), (Stream::Stderr, &s.stderr)];
     let mut text = status_line(s);
@@ -511,13 +511,13 @@ pub async fn exec_command(
     let req = ExecRequest {
         cmd: args.str("cmd").unwrap_or_default().to_owned(),
         workdir,
-        timeout: Duration::from_millis(args.u64("timeout_ms").unwrap_or(30_000)),
+        timeout: Duration::from_millis(args.int("timeout_ms")),
         tty: args.bool("tty"),
         stdin: args.str("stdin").unwrap_or_default().to_owned(),
         env,
     };
     let wait = wait_of(args, ctx);
-    let max = args.usize("max_output_bytes").unwrap_or(65_536);
+    let max = args.size("max_output_bytes");
     let cmd = req.cmd.clone();
     let env_keys: Vec<String> = req.env.keys().cloned().collect();
     let snap = server
@@ -560,7 +560,7 @@ pub async fn write_stdin(
 ) -> Result<ToolSuccess, ToolError> {
     let id = args.str("command_id").unwrap_or_default();
     let wait = wait_of(args, ctx);
-    let max = args.usize("max_output_bytes").unwrap_or(65_536);
+    let max = args.size("max_output_bytes");
     let snap = server
         .exec
         .poll(
@@ -593,9 +593,9 @@ pub async fn kill_command(
         Some("INT") => Signal::INT,
         _ => Signal::TERM,
     };
-    let wait = Duration::from_millis(args.u64("wait_ms").unwrap_or(5_000));
-    let kill_wait = Duration::from_millis(args.u64("kill_wait_ms").unwrap_or(2_000));
-    let max = args.usize("max_output_bytes").unwrap_or(65_536);
+    let wait = Duration::from_millis(args.int("wait_ms"));
+    let kill_wait = Duration::from_millis(args.int("kill_wait_ms"));
+    let max = args.size("max_output_bytes");
     let outcome = server
         .exec
         .kill(id, signal, wait, kill_wait, max)
@@ -685,8 +685,8 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
         (Some(s), _) | (None, Some(s)) => s,
         (None, None) => return Err(bad()),
     };
-    let offset = args.u64("offset").unwrap_or(0);
-    let limit = args.usize("limit").unwrap_or(4096);
+    let offset = args.int("offset");
+    let limit = args.size("limit");
     let page = server
         .exec
         .read_output(id, stream, offset, limit)

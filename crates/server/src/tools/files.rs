@@ -49,10 +49,10 @@ fn obj(v: Value) -> Map<String, Value> {
 pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
     let req = ReadRequest {
-        start_line: args.u64("start_line").unwrap_or(1),
+        start_line: args.int("start_line"),
         end_line: args.u64("end_line"),
         max_lines: args.u64("max_lines"),
-        max_bytes: args.usize("max_bytes").unwrap_or(128 * 1024),
+        max_bytes: args.size("max_bytes"),
     };
     // A continuation stays inside the range asked for: to `end_line`, or
     // `max_lines` from the start; `max_lines` beside an `end_line` is the
@@ -212,8 +212,8 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
     let path = args.str("path").unwrap_or(".").to_owned();
     let req = ListRequest {
         recursive: args.bool("recursive"),
-        max_depth: args.usize("max_depth").unwrap_or(1),
-        max_entries: args.usize("max_entries").unwrap_or(1000),
+        max_depth: args.size("max_depth"),
+        max_entries: args.size("max_entries"),
         include_hidden: args.bool("include_hidden"),
         include_ignored: args.bool("include_ignored"),
         sort: sort_key(args.str("sort")),
@@ -272,7 +272,7 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
         globs: globs(include, args.strings("exclude_patterns"))?,
         include_hidden: args.bool("include_hidden"),
         include_ignored: args.bool("include_ignored"),
-        max_results: args.usize("max_results").unwrap_or(5000),
+        max_results: args.size("max_results"),
         sort: sort_key(args.str("sort")),
     };
     let max = req.max_results;
@@ -326,9 +326,9 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
         regex: args.bool("regex"),
         case_sensitive: args.bool("case_sensitive"),
         globs: globs(include, args.strings("exclude_globs"))?,
-        context_lines: args.usize("context_lines").unwrap_or(0),
-        max_results: args.usize("max_results").unwrap_or(1000),
-        max_preview_bytes: args.usize("max_preview_bytes").unwrap_or(512),
+        context_lines: args.size("context_lines"),
+        max_results: args.size("max_results"),
+        max_preview_bytes: args.size("max_preview_bytes"),
     };
     let (max, regex, case_sensitive) = (req.max_results, req.regex, req.case_sensitive);
     let o = blocking(ws, &path, move |ws, p| {
@@ -412,9 +412,9 @@ pub async fn view_image(
 ) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
     let req = ImageRequest {
-        max_bytes: args.usize("max_bytes").unwrap_or(5 * 1024 * 1024),
-        max_width: u32::try_from(args.u64("max_width").unwrap_or(2000)).unwrap_or(u32::MAX),
-        max_height: u32::try_from(args.u64("max_height").unwrap_or(2000)).unwrap_or(u32::MAX),
+        max_bytes: args.size("max_bytes"),
+        max_width: u32::try_from(args.int("max_width")).unwrap_or(u32::MAX),
+        max_height: u32::try_from(args.int("max_height")).unwrap_or(u32::MAX),
         auto_resize: args.bool("auto_resize"),
     };
     let wait = std::time::Duration::from_secs(ctx.wait_budget.effective_secs);

@@ -116,7 +116,7 @@ fn porcelain(c: char) -> char {
 pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let untracked = args.bool("include_untracked");
-    let max = args.usize("max_entries").unwrap_or(1000);
+    let max = args.size("max_entries");
     let filter = path.clone();
     let s = with_repo(server, move |r| r.status(filter.as_deref(), untracked, max)).await?;
     refuse_missing(server, path.as_deref(), s.entries.is_empty()).await?;
@@ -281,8 +281,8 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     let staged = args.bool("staged");
     let unstaged = args.bool("unstaged");
     let opts = DiffOptions {
-        context_lines: u32::try_from(args.u64("context_lines").unwrap_or(3)).unwrap_or(3),
-        max_bytes: args.usize("max_bytes").unwrap_or(256 * 1024),
+        context_lines: u32::try_from(args.int("context_lines")).unwrap_or(3),
+        max_bytes: args.size("max_bytes"),
     };
     // Unstaged first, as the reference concatenates them.
     let (u, s) = with_repo(server, move |r| {
@@ -385,8 +385,8 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
         .and_then(Value::as_str)
         .map(str::to_owned);
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
-    let skip = args.usize("skip").unwrap_or(0);
-    let max = args.usize("max_count").unwrap_or(20);
+    let skip = args.size("skip");
+    let max = args.size("max_count");
     let (rev2, path2) = (rev.clone(), path.clone());
     let log = with_repo(server, move |r| r.log(&rev2, path2.as_deref(), skip, max)).await?;
     refuse_missing(server, path.as_deref(), log.commits.is_empty() && skip == 0).await?;
@@ -440,8 +440,8 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     let paths = args.strings("paths");
     let include_diff = args.bool("include_diff");
     let opts = DiffOptions {
-        context_lines: u32::try_from(args.u64("context_lines").unwrap_or(3)).unwrap_or(3),
-        max_bytes: args.usize("max_bytes").unwrap_or(256 * 1024),
+        context_lines: u32::try_from(args.int("context_lines")).unwrap_or(3),
+        max_bytes: args.size("max_bytes"),
     };
     let rev2 = rev.clone();
     enum Shown {
@@ -564,11 +564,11 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
     let path = args.str("path").unwrap_or_default().to_owned();
     let given_rev = args.str("rev").map(str::to_owned);
     let rev = given_rev.clone().unwrap_or_else(|| "HEAD".to_owned());
-    let start = u32::try_from(args.u64("start_line").unwrap_or(1)).unwrap_or(u32::MAX);
+    let start = u32::try_from(args.int("start_line")).unwrap_or(u32::MAX);
     let end = args
         .u64("end_line")
         .map(|e| u32::try_from(e).unwrap_or(u32::MAX));
-    let max = u32::try_from(args.u64("max_lines").unwrap_or(200)).unwrap_or(1000);
+    let max = u32::try_from(args.int("max_lines")).unwrap_or(1000);
     let (p2, r2) = (path.clone(), rev.clone());
     let b = match with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await {
         Ok(b) => b,
