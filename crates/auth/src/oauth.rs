@@ -322,6 +322,15 @@ pub fn redirect_uri_allowed(uri: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The `client_id` an authorize form (POST body) names, or `""`: what the
+/// password backoff keys on besides the address.
+pub fn authorize_client_id(body: &[u8]) -> String {
+    form::parse(&String::from_utf8_lossy(body))
+        .0
+        .remove("client_id")
+        .unwrap_or_default()
+}
+
 /// The resource this server protects, for a base URL.
 pub fn resource_url(base_url: &str) -> String {
     format!("{}/mcp", base_url.trim_end_matches('/'))

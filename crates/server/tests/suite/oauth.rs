@@ -1073,3 +1073,155 @@ fn wrong_bearer_tokens_back_off() {
     let r = attacker.post(&ping, &[]);
     assert_eq!(r.status, 401);
 }
+
+/// Posts the authorize form for `query` with `password` from `c`.
+fn sign_in_attempt(c: &SourcedClient, query: &str, password: &str) -> HttpResponse {
+    let form = format!("{query}&password={}", form_encode(password));
+    c.raw_request(
+        "POST",
+        "/oauth/authorize",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(form.as_bytes()),
+    )
+}
+
+/// The authorize query of a fresh public client.
+fn fresh_client_query(s: &HttpServer) -> String {
+    let reg = register(s, "none");
+    let (_, challenge) = pkce();
+    let base = format!("http://{}", s.addr);
+    authorize_query(
+        reg["client_id"].as_str().unwrap(),
+        REDIRECT,
+        &challenge,
+        &format!("{base}/mcp"),
+    )
+}
+
+/// Attack review M2: an attacker sharing an address cannot lock out
+/// right credentials. OAuth access tokens (even one never used before) and
+/// a long static token are verified before the backoff; a password
+/// failure burst for one client_id does not block another client_id.
+/// See: target/attack-issue17.md, M2.
+#[test]
+fn attack_m2_right_credentials_are_served_from_a_blocked_address() {
+    let s = start(&[]);
+    let attacker = s.from("127.0.0.1");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let r = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(r.status, 429, "the address is blocked for wrong tokens");
+    // A token minted now, never used before, from the same address.
+    let (_, fresh) = public_flow(&s);
+    let r = attacker.post(&ping, &[("Authorization", &format!("Bearer {fresh}"))]);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Wrong tokens are still throttled after it.
+    let r = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(r.status, 429);
+
+    // Passwords: a burst against one client_id leaves another usable.
+    let victim = fresh_client_query(&s);
+    let target = fresh_client_query(&s);
+    let statuses: Vec<u16> = (0..8)
+        .map(|i| sign_in_attempt(&attacker, &target, &format!("guess{i}")).status)
+        .collect();
+    assert_eq!(&statuses[..6], &[401; 6], "{statuses:?}");
+    assert_eq!(&statuses[6..], &[429; 2], "{statuses:?}");
+    let r = sign_in_attempt(&attacker, &victim, PASSWORD);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+
+    // A static token of 32+ characters is verified first too.
+    let long = "a-static-token-of-forty-characters-xxxx0";
+    let ws = workspace();
+    let st = HttpServer::start(ws.path(), &["--auth-token", long]);
+    let attacker = st.from("127.0.0.1");
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let wrong = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(wrong.status, 429);
+    assert!(wrong.header("retry-after").is_some());
+    let right = attacker.post(&ping, &[("Authorization", &format!("Bearer {long}"))]);
+    assert_eq!(right.status, 200);
+    // A short one stays behind the brake (guessable, so never checked while blocked).
+    let sh = HttpServer::start(ws.path(), &["--auth-token", "tok-123"]);
+    let attacker = sh.from("127.0.0.1");
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let right = attacker.post(&ping, &[("Authorization", "Bearer tok-123")]);
+    assert_eq!(right.status, 429);
+}
+
+/// Attack review M1: password guesses rotated across addresses (each
+/// within its free failures) meet a server-wide budget of 20 failures,
+/// then one per 3 s; a blocked attempt is not checked, even when right.
+/// See: target/attack-issue17.md, M1.
+#[test]
+fn attack_m1_password_guessing_across_addresses_meets_a_server_budget() {
+    let s = start(&[]);
+    let query = fresh_client_query(&s);
+    let mut statuses = Vec::new();
+    for a in 1..=6 {
+        let c = s.from(&format!("127.0.3.{a}"));
+        for i in 0..4 {
+            statuses.push(sign_in_attempt(&c, &query, &format!("guess{a}-{i}")).status);
+        }
+    }
+    assert_eq!(&statuses[..20], &[401; 20], "{statuses:?}");
+    // The 21st failure, and later ones, would exceed the budget: at most
+    // one more is checked (a token may have accrued meanwhile).
+    let checked = statuses[20..].iter().filter(|s| **s == 401).count();
+    assert!(checked <= 1, "{statuses:?}");
+    assert!(statuses[20..].iter().all(|s| matches!(*s, 401 | 429)));
+    let fresh = s.from("127.0.3.200");
+    let r = sign_in_attempt(&fresh, &query, PASSWORD);
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"], "slow_down");
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=3).contains(&wait), "{wait}");
+    std::thread::sleep(std::time::Duration::from_secs(wait));
+    let r = sign_in_attempt(&fresh, &query, PASSWORD);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// Attack review L4: throttled attempts are aggregated in the trace, one
+/// line per address per minute with their count, not one line each.
+/// See: target/attack-issue17.md, L4.
+#[test]
+fn attack_l4_throttled_attempts_are_traced_in_aggregate() {
+    let s = start(&[("CODING_TOOLS_MCP_TRACE", "1")]);
+    let attacker = s.from("127.0.0.1");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let statuses: Vec<u16> = (0..60)
+        .map(|i| {
+            attacker
+                .post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))])
+                .status
+        })
+        .collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 54);
+    // A served request's trace line comes after every line above.
+    let (_, token) = public_flow(&s);
+    assert_eq!(call_with(&s, &token).status, 200);
+    while !s
+        .stderr
+        .next()
+        .expect("the trace ends early")
+        .contains("\"event\":\"request\"")
+    {}
+    let seen = s.stderr.seen.lock().unwrap().clone();
+    let failures: Vec<&String> = seen
+        .iter()
+        .filter(|l| l.contains("\"event\":\"auth_failure\""))
+        .collect();
+    let throttled: Vec<&&String> = failures
+        .iter()
+        .filter(|l| l.contains("\"throttled\":true"))
+        .collect();
+    assert_eq!(failures.len() - throttled.len(), 6, "{failures:#?}");
+    assert_eq!(throttled.len(), 1, "{throttled:#?}");
+    assert!(throttled[0].contains("\"count\":1"), "{}", throttled[0]);
+}
