@@ -33,6 +33,10 @@ pub struct AuthRequest<'a> {
     pub body: &'a [u8],
     /// This server's canonical base URL (`http://host:port`).
     pub base_url: &'a str,
+    /// What access tokens minted for this request are bound to (`aud`); the
+    /// transport derives it (the resource URL, or one naming the bound
+    /// socket when no server URL is configured).
+    pub audience: &'a str,
     /// The client's address, when known (registrations are capped per address).
     pub client_ip: Option<IpAddr>,
 }
@@ -958,7 +962,7 @@ impl OAuthServer {
             r.completed = true;
         }
         let ttl = self.cfg.token_ttl.as_secs();
-        let token = self.mint(&code.resource, &client_id, &code.scope, now_secs() + ttl);
+        let token = self.mint(req.audience, &client_id, &code.scope, now_secs() + ttl);
         AuthResponse::json(
             200,
             &json!({"access_token": token, "token_type": "Bearer", "expires_in": ttl, "scope": code.scope}),
@@ -976,8 +980,9 @@ impl OAuthServer {
         format!("{body}.{}", B64.encode(tag.as_ref()))
     }
 
-    /// Checks a bearer token: signature, expiry, and audience = this resource.
-    pub fn verify(&self, token: &str, base_url: &str) -> Result<(), &'static str> {
+    /// Checks a bearer token: signature, expiry, and `audience` (what
+    /// [`AuthRequest::audience`] was when it was minted).
+    pub fn verify(&self, token: &str, audience: &str) -> Result<(), &'static str> {
         let (body, tag) = token.rsplit_once('.').ok_or("malformed token")?;
         let tag = B64.decode(tag).map_err(|_| "malformed token")?;
         hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| "bad signature")?;
@@ -988,7 +993,7 @@ impl OAuthServer {
         if claims["exp"].as_u64().is_none_or(|e| e <= now_secs()) {
             return Err("expired token");
         }
-        if claims["aud"].as_str() != Some(resource_url(base_url).as_str()) {
+        if claims["aud"].as_str() != Some(audience) {
             return Err("token issued for another resource");
         }
         Ok(())
@@ -1039,16 +1044,16 @@ mod tests {
             unused_client_ttl: DEFAULT_UNUSED_CLIENT_TTL,
         });
         let good = s.mint("http://h:1/mcp", "c", "mcp", now_secs() + 60);
-        assert_eq!(s.verify(&good, "http://h:1"), Ok(()));
+        assert_eq!(s.verify(&good, "http://h:1/mcp"), Ok(()));
         assert_eq!(
-            s.verify(&good, "http://other:1"),
+            s.verify(&good, "http://other:1/mcp"),
             Err("token issued for another resource")
         );
         let old = s.mint("http://h:1/mcp", "c", "mcp", now_secs() - 1);
-        assert_eq!(s.verify(&old, "http://h:1"), Err("expired token"));
+        assert_eq!(s.verify(&old, "http://h:1/mcp"), Err("expired token"));
         let mut tampered = good.clone();
         tampered.insert(10, 'x');
-        assert!(s.verify(&tampered, "http://h:1").is_err());
+        assert!(s.verify(&tampered, "http://h:1/mcp").is_err());
     }
 
     fn server(max_clients: usize) -> OAuthServer {
@@ -1073,6 +1078,7 @@ mod tests {
             content_type: Some("application/json"),
             body: body.as_bytes(),
             base_url: "http://h:1",
+            audience: "http://h:1/mcp",
             client_ip: Some(ip.parse().unwrap()),
         })
     }

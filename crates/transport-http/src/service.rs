@@ -27,7 +27,7 @@ use crate::stall::WriteDeadline;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::host::{Arrival, Configured, HostRefusal, canonical_base};
+use crate::host::{Arrival, Configured, HostRefusal, canonical_base, token_audience};
 use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
 use crate::throttle::{Backoff, Blocked, ConnectionCounts, Credential, FailureKey, GlobalBudget};
@@ -328,7 +328,7 @@ impl<D> State<D> {
 }
 
 async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, peer: Peer) -> Resp {
-    let base = match base_url(&state, &req, peer.arrival) {
+    let (base, audience) = match base_url(&state, &req, peer.arrival) {
         Ok(b) => b,
         Err(refusal) => return refusal,
     };
@@ -352,9 +352,10 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
-        oauth(&state, req, &base, peer.remote.ip()).await
+        oauth(&state, req, &base, &audience, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(refused) = authorized(&state, req.headers(), &base, peer.remote.ip()) {
+        if let Err(refused) = authorized(&state, req.headers(), &base, &audience, peer.remote.ip())
+        {
             refused
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
@@ -397,13 +398,14 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     resp
 }
 
-/// The canonical base URL of this request (see [`crate::host`]), or the
-/// refusal of a `Host` that does not name this server.
+/// The canonical base URL of this request and its token audience (see
+/// [`crate::host`]), or the refusal of a `Host` that does not name this
+/// server.
 fn base_url<D>(
     state: &State<D>,
     req: &Request<Incoming>,
     arrival: Arrival,
-) -> Result<String, Resp> {
+) -> Result<(String, String), Resp> {
     let hosts: Vec<&HeaderValue> = req.headers().get_all(header::HOST).iter().collect();
     let refuse = |status: StatusCode, message: &str| {
         let err = refusal(message, "host_not_allowed");
@@ -434,8 +436,12 @@ fn base_url<D>(
     } else {
         None
     };
+    let named = state.configured.is_some() || forwarded.is_some();
     match canonical_base(state.configured.as_ref(), arrival, host, forwarded) {
-        Ok(b) => Ok(b),
+        Ok(b) => {
+            let audience = token_audience(&b, named, arrival);
+            Ok((b, audience))
+        }
         Err(HostRefusal::Foreign) => refuse(
             StatusCode::FORBIDDEN,
             "Host not allowed: this server answers only to its own addresses (loopback names on a loopback connection) and CODING_TOOLS_MCP_SERVER_URL",
@@ -454,6 +460,7 @@ fn authorized<D>(
     state: &State<D>,
     headers: &HeaderMap,
     base: &str,
+    audience: &str,
     ip: IpAddr,
 ) -> Result<(), Resp> {
     let config = &state.config;
@@ -475,7 +482,7 @@ fn authorized<D>(
     {
         None => Err("not a Bearer token"),
         Some(token) => match &config.oauth {
-            Some(o) => o.verify(token, base),
+            Some(o) => o.verify(token, audience),
             None => Err("wrong token"),
         },
     };
@@ -523,6 +530,7 @@ async fn oauth<D: Dispatcher>(
     state: &State<D>,
     req: Request<Incoming>,
     base: &str,
+    audience: &str,
     ip: IpAddr,
 ) -> Resp {
     let Some(server) = state.config.oauth.clone() else {
@@ -599,6 +607,7 @@ async fn oauth<D: Dispatcher>(
         content_type: content_type.as_deref(),
         body: &body,
         base_url: base,
+        audience,
         client_ip: Some(ip),
     });
     if password {

@@ -1225,3 +1225,36 @@ fn attack_l4_throttled_attempts_are_traced_in_aggregate() {
     assert_eq!(throttled.len(), 1, "{throttled:#?}");
     assert!(throttled[0].contains("\"count\":1"), "{}", throttled[0]);
 }
+
+/// Attack review L1: without CODING_TOOLS_MCP_SERVER_URL, two servers on
+/// one port bound to different loopback addresses, sharing a token secret,
+/// do not accept each other's tokens through the names they share; one
+/// server accepts its tokens under each of its names.
+/// See: target/attack-issue17.md, L1.
+#[test]
+fn attack_l1_tokens_do_not_cross_servers_on_one_port() {
+    let a = start(&[]);
+    let port = a.addr.rsplit(':').next().unwrap().to_owned();
+    let ws = workspace();
+    let mut cmd = command(
+        ws.path(),
+        &["--host", "127.0.0.2", "--port", &port, "--oauth-mode"],
+    );
+    cmd.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD)
+        .env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET", SECRET_HEX);
+    let b = HttpServer::start_with(&mut cmd);
+    assert_eq!(b.addr, format!("127.0.0.2:{port}"));
+    let (_, token) = public_flow(&a);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let r = with_host(&a, "POST", "/mcp", &host, Some(&token));
+        assert_eq!(r.status, 200, "at A via {host}");
+        let r = with_host(&b, "POST", "/mcp", &host, Some(&token));
+        assert_eq!(r.status, 401, "at B via {host}");
+    }
+    let (_, own) = public_flow(&b);
+    assert_eq!(call_with(&b, &own).status, 200);
+    assert_eq!(
+        with_host(&a, "POST", "/mcp", &format!("localhost:{port}"), Some(&own)).status,
+        401
+    );
+}
