@@ -30,7 +30,9 @@ use tokio::net::TcpListener;
 use crate::host::{Arrival, Configured, HostRefusal, canonical_base, token_audience};
 use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
-use crate::throttle::{Backoff, Blocked, ConnectionCounts, Credential, FailureKey, GlobalBudget};
+use crate::throttle::{
+    Backoff, Blocked, ConnectionCounts, Credential, FailureKey, GlobalBudget, TraceBudget,
+};
 
 /// The per-request wait-budget header (client contract notes §3).
 pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
@@ -109,6 +111,8 @@ struct State<D> {
     password_backoff: Backoff,
     /// Failed passwords, server-wide.
     password_budget: GlobalBudget,
+    /// `auth_failure` trace lines, server-wide.
+    trace_budget: TraceBudget,
 }
 
 /// Where a request came from and arrived.
@@ -142,6 +146,7 @@ pub async fn serve<D: Dispatcher>(
         bearer_backoff: Backoff::default(),
         password_backoff: Backoff::default(),
         password_budget: GlobalBudget::default(),
+        trace_budget: TraceBudget::default(),
     });
     let per_ip = Arc::new(ConnectionCounts::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -270,6 +275,20 @@ impl<D> State<D> {
         }
     }
 
+    /// An `auth_failure` line, within the server-wide budget of such lines
+    /// (a line carries `suppressed`: how many were dropped before it).
+    fn auth_event(&self, mut fields: Value) {
+        if self.config.events.is_none() {
+            return;
+        }
+        if let Some(suppressed) = self.trace_budget.admit(Instant::now()) {
+            if suppressed > 0 {
+                fields["suppressed"] = json!(suppressed);
+            }
+            self.event("auth_failure", fields);
+        }
+    }
+
     /// `429` with `Retry-After` for an attempt that must wait; the trace
     /// gets one line per report the throttle asks for, never one per attempt.
     fn throttled(
@@ -281,8 +300,7 @@ impl<D> State<D> {
     ) -> Resp {
         let secs = ctm_auth::retry_after_secs(blocked.wait);
         if let Some(count) = blocked.report {
-            self.event(
-                "auth_failure",
+            self.auth_event(
                 json!({"credential": kind.as_str(), "client": client.to_string(), "throttled": true, "count": count, "scope": if server_wide { "server" } else { "address" }, "retry_after_secs": secs}),
             );
         }
@@ -320,8 +338,7 @@ impl<D> State<D> {
                 f.failures
             );
         }
-        self.event(
-            "auth_failure",
+        self.auth_event(
             json!({"credential": kind.as_str(), "client": key.client().to_string(), "throttled": false, "failures": f.failures, "retry_after_secs": f.delay.as_secs()}),
         );
     }

@@ -318,6 +318,50 @@ impl GlobalBudget {
     }
 }
 
+/// `auth_failure` trace lines written at once ...
+pub const TRACE_BURST: u32 = 100;
+/// ... and then one per this long (10 a second).
+pub const TRACE_EVERY: Duration = Duration::from_millis(100);
+
+/// A server-wide cap on `auth_failure` trace lines. Failures from rotating
+/// addresses each have a fresh key, so aggregating per key alone does not
+/// bound the trace; lines past the cap are counted instead, and the count
+/// rides on the next line written.
+#[derive(Debug)]
+pub struct TraceBudget {
+    state: Mutex<(ctm_auth::TokenBucket, u32)>,
+}
+
+impl Default for TraceBudget {
+    fn default() -> Self {
+        Self::new(TRACE_BURST, TRACE_EVERY)
+    }
+}
+
+impl TraceBudget {
+    /// `capacity` lines at once, then one per `every`.
+    pub fn new(capacity: u32, every: Duration) -> Self {
+        Self {
+            state: Mutex::new((
+                ctm_auth::TokenBucket::full(capacity, every, Instant::now()),
+                0,
+            )),
+        }
+    }
+
+    /// `Some(n)` when a line may be written now, `n` being the lines
+    /// suppressed since the last one; `None` (counted) when not.
+    pub fn admit(&self, now: Instant) -> Option<u32> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.0.take(now).is_ok() {
+            Some(std::mem::take(&mut s.1))
+        } else {
+            s.1 = s.1.saturating_add(1);
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +486,18 @@ mod tests {
         g.release();
         assert!(g.reserve(t).is_ok());
         assert!(g.reserve(t + Duration::from_secs(3)).is_ok());
+    }
+
+    /// See: attack review of issue 17, L4. Lines past the server-wide cap
+    /// are counted, and the count is reported with the next line.
+    #[test]
+    fn attack_l4_trace_lines_are_capped_server_wide() {
+        let b = TraceBudget::new(2, Duration::from_secs(1));
+        let t = Instant::now();
+        assert_eq!(b.admit(t), Some(0));
+        assert_eq!(b.admit(t), Some(0));
+        assert_eq!((0..500).filter_map(|_| b.admit(t)).count(), 0);
+        assert_eq!(b.admit(t + Duration::from_secs(1)), Some(500));
+        assert_eq!(b.admit(t + Duration::from_secs(1)), None);
     }
 }

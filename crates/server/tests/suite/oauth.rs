@@ -1188,7 +1188,8 @@ fn attack_m1_password_guessing_across_addresses_meets_a_server_budget() {
 }
 
 /// Attack review L4: throttled attempts are aggregated in the trace, one
-/// line per address per minute with their count, not one line each.
+/// line per address per minute with their count, not one line each; and
+/// all auth_failure lines together are capped server-wide.
 /// See: target/attack-issue17.md, L4.
 #[test]
 fn attack_l4_throttled_attempts_are_traced_in_aggregate() {
@@ -1224,6 +1225,36 @@ fn attack_l4_throttled_attempts_are_traced_in_aggregate() {
     assert_eq!(failures.len() - throttled.len(), 6, "{failures:#?}");
     assert_eq!(throttled.len(), 1, "{throttled:#?}");
     assert!(throttled[0].contains("\"count\":1"), "{}", throttled[0]);
+
+    // Failures from rotating addresses (a fresh key each) meet a
+    // server-wide cap of 100 lines, then 10 a second.
+    let s = start(&[("CODING_TOOLS_MCP_TRACE", "1")]);
+    let started = std::time::Instant::now();
+    for i in 0..250 {
+        let r = s
+            .from(&format!("127.0.5.{}", i + 1))
+            .post(&ping, &[("Authorization", "Bearer wrong")]);
+        assert_eq!(r.status, 401);
+    }
+    let elapsed = started.elapsed();
+    let (_, token) = public_flow(&s);
+    assert_eq!(call_with(&s, &token).status, 200);
+    while !s
+        .stderr
+        .next()
+        .expect("the trace ends early")
+        .contains("\"event\":\"request\"")
+    {}
+    let lines = s
+        .stderr
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("\"event\":\"auth_failure\""))
+        .count();
+    let allowed = 100 + (elapsed.as_millis() / 100) as usize + 1;
+    assert!(lines <= allowed.min(249), "{lines} lines in {elapsed:?}");
 }
 
 /// Attack review L1: without CODING_TOOLS_MCP_SERVER_URL, two servers on
