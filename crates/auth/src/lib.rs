@@ -16,13 +16,15 @@
 
 mod form;
 mod oauth;
+mod rate;
 
 pub use oauth::{
     AuthRequest, AuthResponse, ClientAuth, DEFAULT_MAX_CLIENTS, DEFAULT_UNUSED_CLIENT_TTL,
     MAX_CLIENT_NAME_CHARS, MAX_PENDING_CODES, MAX_REDIRECT_URI_BYTES, MAX_REDIRECT_URIS,
-    OAuthConfig, OAuthConfigError, OAuthServer, parse_token_secret, random_token,
-    redirect_uri_allowed, resource_url,
+    OAuthConfig, OAuthConfigError, OAuthServer, REGISTRATION_BURST, REGISTRATION_EVERY,
+    authorize_client_id, parse_token_secret, random_token, redirect_uri_allowed, resource_url,
 };
+pub use rate::{TokenBucket, client_key, retry_after_secs};
 pub use ring::rand::SystemRandom;
 
 use ring::digest::{SHA256, digest};
@@ -41,7 +43,13 @@ pub enum AuthError {
 #[derive(Clone)]
 pub struct BearerToken {
     digest: [u8; 32],
+    strong: bool,
 }
+
+/// A static token at least this long is treated as high-entropy (a
+/// generated one has 43 characters): it is verified even while the
+/// client's address backs off, as OAuth access tokens are.
+pub const STRONG_TOKEN_CHARS: usize = 32;
 
 impl std::fmt::Debug for BearerToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,7 +71,14 @@ impl BearerToken {
         }
         Ok(Self {
             digest: sha256(token.as_bytes()),
+            strong: token.len() >= STRONG_TOKEN_CHARS,
         })
+    }
+
+    /// Whether the token is long enough to be verified before any backoff
+    /// (see [`STRONG_TOKEN_CHARS`]).
+    pub fn is_strong(&self) -> bool {
+        self.strong
     }
 
     /// Whether `presented` is the token.
@@ -115,5 +130,8 @@ mod tests {
         assert!(!t.verify_header(b"Bearer"));
         assert!(!t.verify_header(b""));
         assert_eq!(format!("{t:?}"), "BearerToken([REDACTED])");
+        assert!(!t.is_strong());
+        assert!(!BearerToken::new(&"x".repeat(31)).unwrap().is_strong());
+        assert!(BearerToken::new(&"x".repeat(32)).unwrap().is_strong());
     }
 }

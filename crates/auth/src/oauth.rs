@@ -33,6 +33,10 @@ pub struct AuthRequest<'a> {
     pub body: &'a [u8],
     /// This server's canonical base URL (`http://host:port`).
     pub base_url: &'a str,
+    /// What access tokens minted for this request are bound to (`aud`); the
+    /// transport derives it (the resource URL, or one naming the bound
+    /// socket when no server URL is configured).
+    pub audience: &'a str,
     /// The client's address, when known (registrations are capped per address).
     pub client_ip: Option<IpAddr>,
 }
@@ -158,6 +162,12 @@ pub const MAX_REDIRECT_URI_BYTES: usize = 2048;
 pub const MAX_CLIENT_NAME_CHARS: usize = 200;
 /// Most unexpired authorization codes held at once.
 pub const MAX_PENDING_CODES: usize = 1024;
+/// Registrations one address (IPv6: one /64) may make at once ...
+pub const REGISTRATION_BURST: u32 = 20;
+/// ... and then one per this long.
+pub const REGISTRATION_EVERY: Duration = Duration::from_secs(3);
+/// Most addresses whose registration rate is tracked at once.
+const MAX_RATE_TRACKED: usize = 4096;
 
 #[derive(Debug, Clone)]
 struct Code {
@@ -182,8 +192,10 @@ pub struct OAuthConfig {
     pub code_ttl: Duration,
     /// A pre-registered client: id, secret (None = public), redirect URIs.
     pub preregistered: Option<(String, Option<String>, Vec<String>)>,
-    /// Most dynamically registered clients alive at once; one address may
-    /// hold a tenth of them (at least one) that never completed a flow.
+    /// Most dynamically registered clients that never completed a flow
+    /// held at once, of which one address (IPv6: one /64) holds at most a
+    /// tenth (at least one). Beyond, the oldest unused registration is
+    /// forgotten. Clients that completed a flow are not counted.
     pub max_clients: usize,
     /// How long a dynamically registered client that never obtained a
     /// token stays registered.
@@ -233,6 +245,8 @@ pub struct OAuthServer {
     rng: SystemRandom,
     clients: Mutex<HashMap<String, Client>>,
     codes: Mutex<HashMap<String, Code>>,
+    /// Registrations per address key (see [`REGISTRATION_BURST`]).
+    registration_rate: Mutex<HashMap<Option<IpAddr>, crate::TokenBucket>>,
 }
 
 impl std::fmt::Debug for OAuthServer {
@@ -312,6 +326,15 @@ pub fn redirect_uri_allowed(uri: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The `client_id` an authorize form (POST body) names, or `""`: what the
+/// password backoff keys on besides the address.
+pub fn authorize_client_id(body: &[u8]) -> String {
+    form::parse(&String::from_utf8_lossy(body))
+        .0
+        .remove("client_id")
+        .unwrap_or_default()
+}
+
 /// The resource this server protects, for a base URL.
 pub fn resource_url(base_url: &str) -> String {
     format!("{}/mcp", base_url.trim_end_matches('/'))
@@ -324,6 +347,44 @@ fn canonical_resource(given: &str, base: &str) -> Option<String> {
     let given = given.trim_end_matches('/');
     let base = base.trim_end_matches('/');
     (given == base || given == resource_url(base)).then(|| resource_url(base))
+}
+
+/// Unused dynamic registrations whose origin passes `from`.
+fn unused(clients: &HashMap<String, Client>, from: impl Fn(&Registration) -> bool) -> usize {
+    clients
+        .values()
+        .filter_map(|c| c.dynamic)
+        .filter(|r| !r.completed && from(r))
+        .count()
+}
+
+/// The id of the oldest unused dynamic registration whose origin passes `from`.
+fn oldest_unused(
+    clients: &HashMap<String, Client>,
+    from: impl Fn(&Registration) -> bool,
+) -> Option<String> {
+    clients
+        .iter()
+        .filter_map(|(id, c)| c.dynamic.map(|r| (id, r)))
+        .filter(|(_, r)| !r.completed && from(r))
+        .min_by_key(|(_, r)| r.at)
+        .map(|(id, _)| id.clone())
+}
+
+/// The address key holding the most unused registrations (ties: the one
+/// whose oldest is oldest, as the map is scanned by age).
+fn busiest_holder(clients: &HashMap<String, Client>) -> Option<Option<IpAddr>> {
+    let mut held: HashMap<Option<IpAddr>, (usize, Instant)> = HashMap::new();
+    for r in clients.values().filter_map(|c| c.dynamic) {
+        if !r.completed {
+            let e = held.entry(r.from).or_insert((0, r.at));
+            e.0 += 1;
+            e.1 = e.1.min(r.at);
+        }
+    }
+    held.into_iter()
+        .max_by(|(_, (n1, t1)), (_, (n2, t2))| n1.cmp(n2).then(t2.cmp(t1)))
+        .map(|(k, _)| k)
 }
 
 impl OAuthServer {
@@ -353,7 +414,38 @@ impl OAuthServer {
             rng: SystemRandom::new(),
             clients: Mutex::new(clients),
             codes: Mutex::new(HashMap::new()),
+            registration_rate: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Takes one registration from the allowance of the address key
+    /// `from`, or says how long until there is one.
+    fn registration_allowed(&self, from: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
+        let mut rate = self
+            .registration_rate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !rate.contains_key(&from) && rate.len() >= MAX_RATE_TRACKED {
+            // A full bucket carries no state. Past those, forget the address
+            // with the most allowance left (it registered least lately):
+            // failing open here at worst shortens the life of unused
+            // registrations; failing closed would lock new clients out.
+            rate.retain(|_, b| !b.is_full(now));
+            if rate.len() >= MAX_RATE_TRACKED
+                && let Some(k) = rate
+                    .iter_mut()
+                    .map(|(k, b)| (*k, b.available(now)))
+                    .max_by_key(|(_, n)| *n)
+                    .map(|(k, _)| k)
+            {
+                rate.remove(&k);
+            }
+        }
+        rate.entry(from)
+            .or_insert_with(|| {
+                crate::TokenBucket::full(REGISTRATION_BURST, REGISTRATION_EVERY, now)
+            })
+            .take(now)
     }
 
     /// Whether this request is for the authorization server (or its metadata).
@@ -491,46 +583,41 @@ impl OAuthServer {
             return AuthResponse::error(500, "server_error", "no randomness");
         };
         let confidential = auth != ClientAuth::None;
+        let now = Instant::now();
+        let from = req.client_ip.map(crate::client_key);
+        if let Err(wait) = self.registration_allowed(from, now) {
+            let secs = crate::retry_after_secs(wait);
+            let mut r = AuthResponse::error(
+                429,
+                "temporarily_unavailable",
+                &format!(
+                    "too many registrations from this address; at most {REGISTRATION_BURST} at once, then one every {} s",
+                    REGISTRATION_EVERY.as_secs()
+                ),
+            );
+            r.headers.push(("retry-after".into(), secs.to_string()));
+            return r;
+        }
         {
             let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-            let now = Instant::now();
             let ttl = self.cfg.unused_client_ttl;
             clients.retain(|_, c| !c.expired(now, ttl));
             let max = self.cfg.max_clients.max(1);
-            let live = clients.values().filter(|c| c.dynamic.is_some()).count();
-            let pending_here = clients
-                .values()
-                .filter(|c| {
-                    c.dynamic
-                        .is_some_and(|r| !r.completed && r.from == req.client_ip)
-                })
-                .count();
-            let full = if live >= max {
-                Some("the server holds as many registered clients as it allows")
-            } else if pending_here >= (max / 10).max(1) {
-                Some("this address holds as many unused client registrations as it may")
-            } else {
-                None
-            };
-            if let Some(why) = full {
-                // The oldest unused registration expires first.
-                let retry = clients
-                    .values()
-                    .filter_map(|c| c.dynamic.filter(|r| !r.completed))
-                    .map(|r| ttl.saturating_sub(now.duration_since(r.at)).as_secs())
-                    .min()
-                    .unwrap_or(ttl.as_secs())
-                    .max(1);
-                let mut r = AuthResponse::error(
-                    429,
-                    "temporarily_unavailable",
-                    &format!(
-                        "{why}; registrations that never obtain a token expire after {} s",
-                        ttl.as_secs()
-                    ),
-                );
-                r.headers.push(("retry-after".into(), retry.to_string()));
-                return r;
+            // Make room by forgetting unused registrations: first this
+            // address's oldest beyond its share, then, when the table is
+            // full, the oldest of the address holding the most. A flood
+            // shortens the life of unused registrations (the flooder's
+            // first); it never refuses a new client.
+            if let Some(victim) = oldest_unused(&clients, |r| r.from == from)
+                .filter(|_| unused(&clients, |r| r.from == from) >= (max / 10).max(1))
+            {
+                clients.remove(&victim);
+            }
+            if unused(&clients, |_| true) >= max
+                && let Some(victim) =
+                    busiest_holder(&clients).and_then(|k| oldest_unused(&clients, |r| r.from == k))
+            {
+                clients.remove(&victim);
             }
             clients.insert(
                 id.clone(),
@@ -540,7 +627,7 @@ impl OAuthServer {
                     auth,
                     dynamic: Some(Registration {
                         at: now,
-                        from: req.client_ip,
+                        from,
                         completed: false,
                     }),
                 },
@@ -875,7 +962,7 @@ impl OAuthServer {
             r.completed = true;
         }
         let ttl = self.cfg.token_ttl.as_secs();
-        let token = self.mint(&code.resource, &client_id, &code.scope, now_secs() + ttl);
+        let token = self.mint(req.audience, &client_id, &code.scope, now_secs() + ttl);
         AuthResponse::json(
             200,
             &json!({"access_token": token, "token_type": "Bearer", "expires_in": ttl, "scope": code.scope}),
@@ -893,8 +980,9 @@ impl OAuthServer {
         format!("{body}.{}", B64.encode(tag.as_ref()))
     }
 
-    /// Checks a bearer token: signature, expiry, and audience = this resource.
-    pub fn verify(&self, token: &str, base_url: &str) -> Result<(), &'static str> {
+    /// Checks a bearer token: signature, expiry, and `audience` (what
+    /// [`AuthRequest::audience`] was when it was minted).
+    pub fn verify(&self, token: &str, audience: &str) -> Result<(), &'static str> {
         let (body, tag) = token.rsplit_once('.').ok_or("malformed token")?;
         let tag = B64.decode(tag).map_err(|_| "malformed token")?;
         hmac::verify(&self.key, body.as_bytes(), &tag).map_err(|_| "bad signature")?;
@@ -905,7 +993,7 @@ impl OAuthServer {
         if claims["exp"].as_u64().is_none_or(|e| e <= now_secs()) {
             return Err("expired token");
         }
-        if claims["aud"].as_str() != Some(resource_url(base_url).as_str()) {
+        if claims["aud"].as_str() != Some(audience) {
             return Err("token issued for another resource");
         }
         Ok(())
@@ -956,15 +1044,125 @@ mod tests {
             unused_client_ttl: DEFAULT_UNUSED_CLIENT_TTL,
         });
         let good = s.mint("http://h:1/mcp", "c", "mcp", now_secs() + 60);
-        assert_eq!(s.verify(&good, "http://h:1"), Ok(()));
+        assert_eq!(s.verify(&good, "http://h:1/mcp"), Ok(()));
         assert_eq!(
-            s.verify(&good, "http://other:1"),
+            s.verify(&good, "http://other:1/mcp"),
             Err("token issued for another resource")
         );
         let old = s.mint("http://h:1/mcp", "c", "mcp", now_secs() - 1);
-        assert_eq!(s.verify(&old, "http://h:1"), Err("expired token"));
+        assert_eq!(s.verify(&old, "http://h:1/mcp"), Err("expired token"));
         let mut tampered = good.clone();
         tampered.insert(10, 'x');
-        assert!(s.verify(&tampered, "http://h:1").is_err());
+        assert!(s.verify(&tampered, "http://h:1/mcp").is_err());
+    }
+
+    fn server(max_clients: usize) -> OAuthServer {
+        OAuthServer::new(OAuthConfig {
+            password: "p".into(),
+            token_key: vec![7; 32],
+            token_ttl: Duration::from_secs(60),
+            code_ttl: Duration::from_secs(60),
+            preregistered: None,
+            max_clients,
+            unused_client_ttl: DEFAULT_UNUSED_CLIENT_TTL,
+        })
+    }
+
+    fn register_from(s: &OAuthServer, ip: &str) -> AuthResponse {
+        let body = json!({"redirect_uris": ["http://127.0.0.1:9/cb"], "token_endpoint_auth_method": "none"}).to_string();
+        s.handle(&AuthRequest {
+            method: "POST",
+            path: "/oauth/register",
+            query: "",
+            authorization: None,
+            content_type: Some("application/json"),
+            body: body.as_bytes(),
+            base_url: "http://h:1",
+            audience: "http://h:1/mcp",
+            client_ip: Some(ip.parse().unwrap()),
+        })
+    }
+
+    fn held_from(s: &OAuthServer, ip: &str) -> Vec<String> {
+        let key = Some(crate::client_key(ip.parse().unwrap()));
+        let clients = s.clients.lock().unwrap();
+        let mut held: Vec<(Instant, String)> = clients
+            .iter()
+            .filter_map(|(id, c)| c.dynamic.map(|r| (r, id)))
+            .filter(|(r, _)| !r.completed && r.from == key)
+            .map(|(r, id)| (r.at, id.clone()))
+            .collect();
+        held.sort();
+        held.into_iter().map(|(_, id)| id).collect()
+    }
+
+    fn id(r: &AuthResponse) -> String {
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        v["client_id"].as_str().unwrap().to_owned()
+    }
+
+    /// See: attack review of issue 17, M3. A full table forgets the oldest
+    /// unused registration of the busiest address instead of refusing, and
+    /// an IPv6 /64 is one address.
+    #[test]
+    fn attack_m3_registration_flood_evicts_instead_of_refusing() {
+        let s = server(20);
+        // An IPv6 host rotating within its /64 holds the share of one address (2).
+        let ids: Vec<String> = (1..=5)
+            .map(|i| id(&register_from(&s, &format!("fd99::{i}"))))
+            .collect();
+        assert_eq!(held_from(&s, "fd99::abcd"), ids[3..].to_vec());
+        // Ten addresses fill the table (20 unused).
+        for a in 1..=9 {
+            for _ in 0..2 {
+                id(&register_from(&s, &format!("10.0.0.{a}")));
+            }
+        }
+        let victim = id(&register_from(&s, "10.0.1.1"));
+        assert_eq!(held_from(&s, "10.0.1.1"), vec![victim.clone()]);
+        // The flood goes on from the same addresses: only they lose registrations.
+        for round in 0..3 {
+            for a in 1..=9 {
+                let newest = id(&register_from(&s, &format!("10.0.0.{a}")));
+                assert!(
+                    held_from(&s, &format!("10.0.0.{a}")).contains(&newest),
+                    "{round}"
+                );
+            }
+        }
+        assert_eq!(held_from(&s, "10.0.1.1"), vec![victim.clone()]);
+        assert_eq!(unused(&s.clients.lock().unwrap(), |_| true), 20);
+        // Completed clients do not count against the cap.
+        for c in s.clients.lock().unwrap().values_mut() {
+            if let Some(r) = c.dynamic.as_mut() {
+                r.completed = true;
+            }
+        }
+        for _ in 0..2 {
+            id(&register_from(&s, "10.0.2.1"));
+        }
+        let clients = s.clients.lock().unwrap();
+        assert_eq!(unused(&clients, |_| true), 2);
+        assert_eq!(clients.len(), 22);
+    }
+
+    /// See: attack review of issue 17, M3. One address registers at most
+    /// REGISTRATION_BURST at once; then 429 with Retry-After.
+    #[test]
+    fn attack_m3_registrations_are_rate_limited_per_address() {
+        let s = server(1000);
+        for _ in 0..REGISTRATION_BURST {
+            id(&register_from(&s, "2001:db8::1"));
+        }
+        let r = register_from(&s, "2001:db8::2");
+        assert_eq!(r.status, 429);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"], "temporarily_unavailable");
+        let retry = r.headers.iter().find(|(k, _)| k == "retry-after").unwrap();
+        let secs: u64 = retry.1.parse().unwrap();
+        assert!((1..=REGISTRATION_EVERY.as_secs()).contains(&secs));
+        // Another address is not affected.
+        id(&register_from(&s, "2001:db8:0:1::1"));
     }
 }

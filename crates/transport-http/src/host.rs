@@ -16,13 +16,14 @@
 //! `X-Forwarded-Host` is judged by that instead (the proxy is trusted to set
 //! it); when a server URL is also configured it must name that URL's host.
 //!
-//! The canonical base URL (OAuth issuer, resource, token audience) is the
+//! The canonical base URL (OAuth issuer and resource) is the
 //! configured URL; else, with trusted proxy headers present, the forwarded
 //! scheme and host; else `http://<name>:<bound port>` with the name the
 //! accepted `Host` used (one of this server's own names; the port always
 //! comes from the socket) or the connection's address. A `Host` naming
-//! another server is refused before any of this, so a token minted by
-//! another server never matches.
+//! another server is refused before any of this. Tokens are bound to
+//! [`token_audience`]: the canonical URL when it was configured or
+//! forwarded, else the bound socket.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -184,6 +185,23 @@ pub fn canonical_base(
     }
 }
 
+/// The audience access tokens are minted for and checked against: the
+/// resource URL of `base` when the name is the configured URL's or a trusted
+/// proxy's (`named`); else the resource URL of the bound socket. Two servers
+/// on one port bound to different addresses (`127.0.0.1:P`, `[::1]:P`)
+/// then never accept each other's tokens, even through the shared name
+/// `localhost:P`, while every name of one server is one audience.
+pub fn token_audience(base: &str, named: bool, arrival: Arrival) -> String {
+    if named {
+        return format!("{}/mcp", base.trim_end_matches('/'));
+    }
+    format!(
+        "http://{}:{}/mcp",
+        ip_host(arrival.bound.ip()),
+        arrival.bound.port()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +309,30 @@ mod tests {
         assert!(canonical_base(Some(&c), at, None, Some(("mcp.example.com", None))).is_ok());
         assert!(canonical_base(Some(&c), at, None, Some(("evil.example", None))).is_err());
         assert!(canonical_base(None, at, None, Some(("a@b", None))).is_err());
+    }
+
+    #[test]
+    fn audiences() {
+        let v4 = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        let v6 = arrival("[::1]:8000", "[::1]:8000");
+        let via_localhost = token_audience("http://localhost:8000", false, v4);
+        assert_eq!(via_localhost, "http://127.0.0.1:8000/mcp");
+        assert_eq!(
+            token_audience("http://127.0.0.1:8000", false, v4),
+            via_localhost
+        );
+        assert_eq!(
+            token_audience("http://localhost:8000", false, v6),
+            "http://[::1]:8000/mcp"
+        );
+        let wild = arrival("0.0.0.0:8000", "192.168.1.5:8000");
+        assert_eq!(
+            token_audience("http://192.168.1.5:8000", false, wild),
+            "http://0.0.0.0:8000/mcp"
+        );
+        assert_eq!(
+            token_audience("https://mcp.example.com/", true, v4),
+            "https://mcp.example.com/mcp"
+        );
     }
 }

@@ -27,10 +27,12 @@ use crate::stall::WriteDeadline;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::host::{Arrival, Configured, HostRefusal, canonical_base};
+use crate::host::{Arrival, Configured, HostRefusal, canonical_base, token_audience};
 use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
-use crate::throttle::{Backoff, ConnectionCounts, Credential};
+use crate::throttle::{
+    Backoff, Blocked, ConnectionCounts, Credential, FailureKey, GlobalBudget, TraceBudget,
+};
 
 /// The per-request wait-budget header (client contract notes §3).
 pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
@@ -103,7 +105,14 @@ struct State<D> {
     dispatcher: Arc<D>,
     config: HttpConfig,
     configured: Option<Configured>,
-    backoff: Backoff,
+    /// Failed bearer tokens, per address.
+    bearer_backoff: Backoff,
+    /// Failed passwords, per address and `client_id`.
+    password_backoff: Backoff,
+    /// Failed passwords, server-wide.
+    password_budget: GlobalBudget,
+    /// `auth_failure` trace lines, server-wide.
+    trace_budget: TraceBudget,
 }
 
 /// Where a request came from and arrived.
@@ -134,7 +143,10 @@ pub async fn serve<D: Dispatcher>(
         dispatcher,
         config,
         configured,
-        backoff: Backoff::default(),
+        bearer_backoff: Backoff::default(),
+        password_backoff: Backoff::default(),
+        password_budget: GlobalBudget::default(),
+        trace_budget: TraceBudget::default(),
     });
     let per_ip = Arc::new(ConnectionCounts::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -263,46 +275,77 @@ impl<D> State<D> {
         }
     }
 
-    /// `429` with `Retry-After` while `ip` waits after failed `kind` credentials.
-    fn throttled(&self, kind: Credential, ip: IpAddr, oauth_shape: bool) -> Option<Resp> {
-        let wait = self.backoff.wait(kind, ip, Instant::now())?;
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        self.event(
-            "auth_failure",
-            json!({"credential": kind.as_str(), "client": crate::throttle::client_key(ip).to_string(), "throttled": true, "retry_after_secs": secs}),
-        );
-        let message =
-            "Too many failed attempts from this address; retry after the Retry-After delay";
-        let body = if oauth_shape {
+    /// An `auth_failure` line, within the server-wide budget of such lines
+    /// (a line carries `suppressed`: how many were dropped before it).
+    fn auth_event(&self, mut fields: Value) {
+        if self.config.events.is_none() {
+            return;
+        }
+        if let Some(suppressed) = self.trace_budget.admit(Instant::now()) {
+            if suppressed > 0 {
+                fields["suppressed"] = json!(suppressed);
+            }
+            self.event("auth_failure", fields);
+        }
+    }
+
+    /// `429` with `Retry-After` for an attempt that must wait; the trace
+    /// gets one line per report the throttle asks for, never one per attempt.
+    fn throttled(
+        &self,
+        kind: Credential,
+        client: IpAddr,
+        blocked: Blocked,
+        server_wide: bool,
+    ) -> Resp {
+        let secs = ctm_auth::retry_after_secs(blocked.wait);
+        if let Some(count) = blocked.report {
+            self.auth_event(
+                json!({"credential": kind.as_str(), "client": client.to_string(), "throttled": true, "count": count, "scope": if server_wide { "server" } else { "address" }, "retry_after_secs": secs}),
+            );
+        }
+        let message = if server_wide {
+            "Too many failed attempts on this server; retry after the Retry-After delay"
+        } else {
+            "Too many failed attempts from this address; retry after the Retry-After delay"
+        };
+        let body = if kind == Credential::Password {
             json!({"error": "slow_down", "error_description": message})
         } else {
             refusal(message, "too_many_failed_attempts")
         };
         let mut r = respond(StatusCode::TOO_MANY_REQUESTS, Some(&body));
-        if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
             r.headers_mut().insert(header::RETRY_AFTER, v);
         }
-        Some(r)
+        r
     }
 
-    fn failed(&self, kind: Credential, ip: IpAddr) {
-        let f = self.backoff.fail(kind, ip, Instant::now());
+    fn backoff(&self, kind: Credential) -> &Backoff {
+        match kind {
+            Credential::Bearer => &self.bearer_backoff,
+            Credential::Password => &self.password_backoff,
+        }
+    }
+
+    fn failed(&self, kind: Credential, key: FailureKey) {
+        let f = self.backoff(kind).fail(key, Instant::now());
         if f.delay > Duration::ZERO && f.failures == crate::throttle::FREE_FAILURES + 1 {
             tracing::warn!(
-                "{ip}: {} failed {} attempts; backing off",
+                "{}: {} failed {} attempts; backing off",
+                key.client(),
                 kind.as_str(),
                 f.failures
             );
         }
-        self.event(
-            "auth_failure",
-            json!({"credential": kind.as_str(), "client": crate::throttle::client_key(ip).to_string(), "throttled": false, "failures": f.failures, "retry_after_secs": f.delay.as_secs()}),
+        self.auth_event(
+            json!({"credential": kind.as_str(), "client": key.client().to_string(), "throttled": false, "failures": f.failures, "retry_after_secs": f.delay.as_secs()}),
         );
     }
 }
 
 async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, peer: Peer) -> Resp {
-    let base = match base_url(&state, &req, peer.arrival) {
+    let (base, audience) = match base_url(&state, &req, peer.arrival) {
         Ok(b) => b,
         Err(refusal) => return refusal,
     };
@@ -326,9 +369,10 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
-        oauth(&state, req, &base, peer.remote.ip()).await
+        oauth(&state, req, &base, &audience, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(refused) = authorized(&state, req.headers(), &base, peer.remote.ip()) {
+        if let Err(refused) = authorized(&state, req.headers(), &base, &audience, peer.remote.ip())
+        {
             refused
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
@@ -371,13 +415,14 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     resp
 }
 
-/// The canonical base URL of this request (see [`crate::host`]), or the
-/// refusal of a `Host` that does not name this server.
+/// The canonical base URL of this request and its token audience (see
+/// [`crate::host`]), or the refusal of a `Host` that does not name this
+/// server.
 fn base_url<D>(
     state: &State<D>,
     req: &Request<Incoming>,
     arrival: Arrival,
-) -> Result<String, Resp> {
+) -> Result<(String, String), Resp> {
     let hosts: Vec<&HeaderValue> = req.headers().get_all(header::HOST).iter().collect();
     let refuse = |status: StatusCode, message: &str| {
         let err = refusal(message, "host_not_allowed");
@@ -408,8 +453,12 @@ fn base_url<D>(
     } else {
         None
     };
+    let named = state.configured.is_some() || forwarded.is_some();
     match canonical_base(state.configured.as_ref(), arrival, host, forwarded) {
-        Ok(b) => Ok(b),
+        Ok(b) => {
+            let audience = token_audience(&b, named, arrival);
+            Ok((b, audience))
+        }
         Err(HostRefusal::Foreign) => refuse(
             StatusCode::FORBIDDEN,
             "Host not allowed: this server answers only to its own addresses (loopback names on a loopback connection) and CODING_TOOLS_MCP_SERVER_URL",
@@ -419,11 +468,16 @@ fn base_url<D>(
 
 /// `Ok` when no auth is configured or a configured credential matches;
 /// otherwise the refusal: `401`, or `429` while the client backs off after
-/// failed tokens (a token that worked before is still served).
+/// failed tokens. High-entropy credentials (OAuth access tokens, a static
+/// token of at least [`ctm_auth::STRONG_TOKEN_CHARS`] characters) are
+/// verified first and always served: guessing them is hopeless, so a block
+/// only slows failures and never locks out a client sharing the address.
+/// A shorter static token is checked only when the address is not blocked.
 fn authorized<D>(
     state: &State<D>,
     headers: &HeaderMap,
     base: &str,
+    audience: &str,
     ip: IpAddr,
 ) -> Result<(), Resp> {
     let config = &state.config;
@@ -435,39 +489,34 @@ fn authorized<D>(
         // No credential is no guess: the discovery step of every client.
         return Err(unauthorized(base, oauth, None));
     };
-    let digest = ctm_auth::credential_digest(value.as_bytes());
-    if !state.backoff.known_good(&digest)
-        && let Some(r) = state.throttled(Credential::Bearer, ip, false)
-    {
-        return Err(r);
-    }
-    let verdict = if config
+    let key = FailureKey::address(ip);
+    let static_match = config
         .bearer
         .as_ref()
-        .is_some_and(|t| t.verify_header(value.as_bytes()))
+        .filter(|t| t.verify_header(value.as_bytes()));
+    let oauth_verdict = match ctm_auth::bearer_credential(value.as_bytes())
+        .and_then(|t| std::str::from_utf8(t).ok())
     {
-        Ok(())
-    } else {
-        match ctm_auth::bearer_credential(value.as_bytes())
-            .and_then(|t| std::str::from_utf8(t).ok())
-        {
-            None => Err("not a Bearer token"),
-            Some(token) => match &config.oauth {
-                Some(o) => o.verify(token, base),
-                None => Err("wrong token"),
-            },
-        }
+        None => Err("not a Bearer token"),
+        Some(token) => match &config.oauth {
+            Some(o) => o.verify(token, audience),
+            None => Err("wrong token"),
+        },
     };
-    match verdict {
-        Ok(()) => {
-            state.backoff.succeed(Credential::Bearer, ip, Some(digest));
-            Ok(())
-        }
-        Err(why) => {
-            state.failed(Credential::Bearer, ip);
-            Err(unauthorized(base, oauth, Some(why)))
-        }
+    // A success does not forget the address's failures: on a shared
+    // address they may be someone else's.
+    if oauth_verdict.is_ok() || static_match.is_some_and(ctm_auth::BearerToken::is_strong) {
+        return Ok(());
     }
+    if let Some(blocked) = state.bearer_backoff.check(key, Instant::now()) {
+        return Err(state.throttled(Credential::Bearer, key.client(), blocked, false));
+    }
+    if static_match.is_some() {
+        return Ok(());
+    }
+    state.failed(Credential::Bearer, key);
+    let why = oauth_verdict.err().unwrap_or("wrong token");
+    Err(unauthorized(base, oauth, Some(why)))
 }
 
 /// `401` with a `Bearer` challenge; RFC 9728's `resource_metadata` names
@@ -498,6 +547,7 @@ async fn oauth<D: Dispatcher>(
     state: &State<D>,
     req: Request<Incoming>,
     base: &str,
+    audience: &str,
     ip: IpAddr,
 ) -> Resp {
     let Some(server) = state.config.oauth.clone() else {
@@ -530,9 +580,6 @@ async fn oauth<D: Dispatcher>(
         return oauth_error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
     }
     let password = method == "POST" && path == "/oauth/authorize";
-    if password && let Some(r) = state.throttled(Credential::Password, ip, true) {
-        return r;
-    }
     let body = match read_body(req.into_body(), limit, state.config.body_read_timeout).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
@@ -551,6 +598,24 @@ async fn oauth<D: Dispatcher>(
             );
         }
     };
+    // The password is the one low-entropy secret: its throttles are
+    // checked before it is (a blocked guess learns nothing), per address
+    // and client_id, then server-wide.
+    let client_id = if password {
+        ctm_auth::authorize_client_id(&body)
+    } else {
+        String::new()
+    };
+    let key = FailureKey::address_and(ip, &client_id);
+    if password {
+        let now = Instant::now();
+        if let Some(blocked) = state.password_backoff.check(key, now) {
+            return state.throttled(Credential::Password, key.client(), blocked, false);
+        }
+        if let Err(blocked) = state.password_budget.reserve(now) {
+            return state.throttled(Credential::Password, key.client(), blocked, true);
+        }
+    }
     let answer = server.handle(&ctm_auth::AuthRequest {
         method: &method,
         path: &path,
@@ -559,15 +624,18 @@ async fn oauth<D: Dispatcher>(
         content_type: content_type.as_deref(),
         body: &body,
         base_url: base,
+        audience,
         client_ip: Some(ip),
     });
     if password {
+        // Only a wrong password keeps its reservation of the budget.
         match answer.status {
-            401 => state.failed(Credential::Password, ip),
+            401 => state.failed(Credential::Password, key),
             302 if !answer.headers.iter().any(|(_, v)| v.contains("error=")) => {
-                state.backoff.succeed(Credential::Password, ip, None);
+                state.password_backoff.succeed(key);
+                state.password_budget.release();
             }
-            _ => {}
+            _ => state.password_budget.release(),
         }
     }
     let mut r = Response::new(Full::new(Bytes::from(answer.body)));

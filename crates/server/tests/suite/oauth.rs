@@ -784,39 +784,75 @@ fn slow_oauth_bodies_from_one_address_do_not_starve_others() {
     register(&s, "none");
 }
 
-/// Issue 17, item 2: registrations are capped per address and in total,
+/// Whether the authorize page knows `client_id` (200) or not (400).
+fn known(s: &HttpServer, client_id: &str) -> bool {
+    let (_, challenge) = pkce();
+    let base = format!("http://{}", s.addr);
+    let page = s.raw_request(
+        "GET",
+        &format!(
+            "/oauth/authorize?{}",
+            authorize_query(client_id, REDIRECT, &challenge, &format!("{base}/mcp"))
+        ),
+        &[],
+        None,
+    );
+    assert!(matches!(page.status, 200 | 400), "{}", page.status);
+    page.status == 200
+}
+
+/// Issue 17, item 2, and attack review M3: registrations are rate-limited
+/// per address, unused ones are capped per address and in total by
+/// forgetting the oldest (the flooder's) instead of refusing newcomers,
 /// metadata is bounded, and a client that completed a flow keeps working.
+/// See: target/attack-issue17.md, M3.
 #[test]
 fn registration_flood_is_capped_and_metadata_is_bounded() {
-    // 50 live clients; an address may hold 5 that never obtained a token.
+    // 50 unused clients; an address may hold 5 of them.
     let s = start(&[("CODING_TOOLS_MCP_OAUTH_MAX_CLIENTS", "50")]);
     let (_, token) = public_flow(&s);
     let ok = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    // A legitimate client registers before the flood, and has not signed in yet.
+    let legit = register_from(&s.from("127.0.0.2"), &ok);
+    assert_eq!(legit.status, 201);
+    let legit = legit.json()["client_id"].as_str().unwrap().to_owned();
+    // One address: 20 at once, then one per 3 s; beyond, 429 with Retry-After.
     let flood = s.from("127.0.0.1");
-    let mut created = 0;
+    let mut ids = Vec::new();
+    let mut limited = 0;
     for _ in 0..30 {
         let r = register_from(&flood, &ok);
         match r.status {
-            201 => created += 1,
+            201 => ids.push(r.json()["client_id"].as_str().unwrap().to_owned()),
             429 => {
+                limited += 1;
                 assert_eq!(r.json()["error"], "temporarily_unavailable");
-                assert!(r.header("retry-after").is_some());
+                let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+                assert!((1..=3).contains(&wait), "{wait}");
             }
             other => panic!("{other}: {}", String::from_utf8_lossy(&r.body)),
         }
     }
-    assert_eq!(created, 5);
-    // Many addresses together stop at the total.
-    let mut total = 1 + created;
+    // (public_flow above registered from this address too.)
+    assert!((19..=21).contains(&ids.len()), "{} created", ids.len());
+    assert_eq!(ids.len() + limited, 30);
+    // Of those, the address holds its newest 5; the older ones are forgotten.
+    let (old, kept) = ids.split_at(ids.len() - 5);
+    assert!(kept.iter().all(|id| known(&s, id)));
+    assert!(old.iter().all(|id| !known(&s, id)));
+    // Many addresses together overflow the total: every one is served,
+    // and what goes is the flooders' oldest, not the legitimate client.
     for i in 3..20 {
         let c = s.from(&format!("127.0.0.{i}"));
         for _ in 0..6 {
-            let r = register_from(&c, &ok);
-            assert!(matches!(r.status, 201 | 429), "{}", r.status);
-            total += usize::from(r.status == 201);
+            assert_eq!(register_from(&c, &ok).status, 201);
         }
     }
-    assert_eq!(total, 50);
+    assert!(
+        known(&s, &legit),
+        "the legitimate registration survives the flood"
+    );
+    assert_eq!(register_from(&s.from("127.0.0.21"), &ok).status, 201);
     // The client that completed its flow is still served.
     assert_eq!(call_with(&s, &token).status, 200);
     // Metadata bounds, whatever the caps.
@@ -866,21 +902,10 @@ fn unused_registrations_expire() {
     let ok = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
     let first = register_from(&c, &ok);
     assert_eq!(first.status, 201);
-    assert_eq!(register_from(&c, &ok).status, 429);
-    std::thread::sleep(std::time::Duration::from_millis(3500));
-    let (_, challenge) = pkce();
     let id = first.json()["client_id"].as_str().unwrap().to_owned();
-    let base = format!("http://{}", s.addr);
-    let page = s.raw_request(
-        "GET",
-        &format!(
-            "/oauth/authorize?{}",
-            authorize_query(&id, REDIRECT, &challenge, &format!("{base}/mcp"))
-        ),
-        &[],
-        None,
-    );
-    assert_eq!(page.status, 400, "an expired client is unknown");
+    assert!(known(&s, &id));
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(!known(&s, &id), "an expired client is unknown");
     assert_eq!(register_from(&c, &ok).status, 201);
 }
 
@@ -1047,4 +1072,220 @@ fn wrong_bearer_tokens_back_off() {
     // No credential is no guess: discovery still gets its 401 challenge.
     let r = attacker.post(&ping, &[]);
     assert_eq!(r.status, 401);
+}
+
+/// Posts the authorize form for `query` with `password` from `c`.
+fn sign_in_attempt(c: &SourcedClient, query: &str, password: &str) -> HttpResponse {
+    let form = format!("{query}&password={}", form_encode(password));
+    c.raw_request(
+        "POST",
+        "/oauth/authorize",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        Some(form.as_bytes()),
+    )
+}
+
+/// The authorize query of a fresh public client.
+fn fresh_client_query(s: &HttpServer) -> String {
+    let reg = register(s, "none");
+    let (_, challenge) = pkce();
+    let base = format!("http://{}", s.addr);
+    authorize_query(
+        reg["client_id"].as_str().unwrap(),
+        REDIRECT,
+        &challenge,
+        &format!("{base}/mcp"),
+    )
+}
+
+/// Attack review M2: an attacker sharing an address cannot lock out
+/// right credentials. OAuth access tokens (even one never used before) and
+/// a long static token are verified before the backoff; a password
+/// failure burst for one client_id does not block another client_id.
+/// See: target/attack-issue17.md, M2.
+#[test]
+fn attack_m2_right_credentials_are_served_from_a_blocked_address() {
+    let s = start(&[]);
+    let attacker = s.from("127.0.0.1");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let r = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(r.status, 429, "the address is blocked for wrong tokens");
+    // A token minted now, never used before, from the same address.
+    let (_, fresh) = public_flow(&s);
+    let r = attacker.post(&ping, &[("Authorization", &format!("Bearer {fresh}"))]);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Wrong tokens are still throttled after it.
+    let r = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(r.status, 429);
+
+    // Passwords: a burst against one client_id leaves another usable.
+    let victim = fresh_client_query(&s);
+    let target = fresh_client_query(&s);
+    let statuses: Vec<u16> = (0..8)
+        .map(|i| sign_in_attempt(&attacker, &target, &format!("guess{i}")).status)
+        .collect();
+    assert_eq!(&statuses[..6], &[401; 6], "{statuses:?}");
+    assert_eq!(&statuses[6..], &[429; 2], "{statuses:?}");
+    let r = sign_in_attempt(&attacker, &victim, PASSWORD);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+
+    // A static token of 32+ characters is verified first too.
+    let long = "a-static-token-of-forty-characters-xxxx0";
+    let ws = workspace();
+    let st = HttpServer::start(ws.path(), &["--auth-token", long]);
+    let attacker = st.from("127.0.0.1");
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let wrong = attacker.post(&ping, &[("Authorization", "Bearer wrong")]);
+    assert_eq!(wrong.status, 429);
+    assert!(wrong.header("retry-after").is_some());
+    let right = attacker.post(&ping, &[("Authorization", &format!("Bearer {long}"))]);
+    assert_eq!(right.status, 200);
+    // A short one stays behind the brake (guessable, so never checked while blocked).
+    let sh = HttpServer::start(ws.path(), &["--auth-token", "tok-123"]);
+    let attacker = sh.from("127.0.0.1");
+    for i in 0..8 {
+        attacker.post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))]);
+    }
+    let right = attacker.post(&ping, &[("Authorization", "Bearer tok-123")]);
+    assert_eq!(right.status, 429);
+}
+
+/// Attack review M1: password guesses rotated across addresses (each
+/// within its free failures) meet a server-wide budget of 20 failures,
+/// then one per 3 s; a blocked attempt is not checked, even when right.
+/// See: target/attack-issue17.md, M1.
+#[test]
+fn attack_m1_password_guessing_across_addresses_meets_a_server_budget() {
+    let s = start(&[]);
+    let query = fresh_client_query(&s);
+    let mut statuses = Vec::new();
+    for a in 1..=6 {
+        let c = s.from(&format!("127.0.3.{a}"));
+        for i in 0..4 {
+            statuses.push(sign_in_attempt(&c, &query, &format!("guess{a}-{i}")).status);
+        }
+    }
+    assert_eq!(&statuses[..20], &[401; 20], "{statuses:?}");
+    // The 21st failure, and later ones, would exceed the budget: at most
+    // one more is checked (a token may have accrued meanwhile).
+    let checked = statuses[20..].iter().filter(|s| **s == 401).count();
+    assert!(checked <= 1, "{statuses:?}");
+    assert!(statuses[20..].iter().all(|s| matches!(*s, 401 | 429)));
+    let fresh = s.from("127.0.3.200");
+    let r = sign_in_attempt(&fresh, &query, PASSWORD);
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"], "slow_down");
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=3).contains(&wait), "{wait}");
+    std::thread::sleep(std::time::Duration::from_secs(wait));
+    let r = sign_in_attempt(&fresh, &query, PASSWORD);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// Attack review L4: throttled attempts are aggregated in the trace, one
+/// line per address per minute with their count, not one line each; and
+/// all auth_failure lines together are capped server-wide.
+/// See: target/attack-issue17.md, L4.
+#[test]
+fn attack_l4_throttled_attempts_are_traced_in_aggregate() {
+    let s = start(&[("CODING_TOOLS_MCP_TRACE", "1")]);
+    let attacker = s.from("127.0.0.1");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let statuses: Vec<u16> = (0..60)
+        .map(|i| {
+            attacker
+                .post(&ping, &[("Authorization", &format!("Bearer wrong{i}"))])
+                .status
+        })
+        .collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 54);
+    // A served request's trace line comes after every line above.
+    let (_, token) = public_flow(&s);
+    assert_eq!(call_with(&s, &token).status, 200);
+    while !s
+        .stderr
+        .next()
+        .expect("the trace ends early")
+        .contains("\"event\":\"request\"")
+    {}
+    let seen = s.stderr.seen.lock().unwrap().clone();
+    let failures: Vec<&String> = seen
+        .iter()
+        .filter(|l| l.contains("\"event\":\"auth_failure\""))
+        .collect();
+    let throttled: Vec<&&String> = failures
+        .iter()
+        .filter(|l| l.contains("\"throttled\":true"))
+        .collect();
+    assert_eq!(failures.len() - throttled.len(), 6, "{failures:#?}");
+    assert_eq!(throttled.len(), 1, "{throttled:#?}");
+    assert!(throttled[0].contains("\"count\":1"), "{}", throttled[0]);
+
+    // Failures from rotating addresses (a fresh key each) meet a
+    // server-wide cap of 100 lines, then 10 a second.
+    let s = start(&[("CODING_TOOLS_MCP_TRACE", "1")]);
+    let started = std::time::Instant::now();
+    for i in 0..250 {
+        let r = s
+            .from(&format!("127.0.5.{}", i + 1))
+            .post(&ping, &[("Authorization", "Bearer wrong")]);
+        assert_eq!(r.status, 401);
+    }
+    let elapsed = started.elapsed();
+    let (_, token) = public_flow(&s);
+    assert_eq!(call_with(&s, &token).status, 200);
+    while !s
+        .stderr
+        .next()
+        .expect("the trace ends early")
+        .contains("\"event\":\"request\"")
+    {}
+    let lines = s
+        .stderr
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("\"event\":\"auth_failure\""))
+        .count();
+    let allowed = 100 + (elapsed.as_millis() / 100) as usize + 1;
+    assert!(lines <= allowed.min(249), "{lines} lines in {elapsed:?}");
+}
+
+/// Attack review L1: without CODING_TOOLS_MCP_SERVER_URL, two servers on
+/// one port bound to different loopback addresses, sharing a token secret,
+/// do not accept each other's tokens through the names they share; one
+/// server accepts its tokens under each of its names.
+/// See: target/attack-issue17.md, L1.
+#[test]
+fn attack_l1_tokens_do_not_cross_servers_on_one_port() {
+    let a = start(&[]);
+    let port = a.addr.rsplit(':').next().unwrap().to_owned();
+    let ws = workspace();
+    let mut cmd = command(
+        ws.path(),
+        &["--host", "127.0.0.2", "--port", &port, "--oauth-mode"],
+    );
+    cmd.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD)
+        .env("CODING_TOOLS_MCP_OAUTH_TOKEN_SECRET", SECRET_HEX);
+    let b = HttpServer::start_with(&mut cmd);
+    assert_eq!(b.addr, format!("127.0.0.2:{port}"));
+    let (_, token) = public_flow(&a);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let r = with_host(&a, "POST", "/mcp", &host, Some(&token));
+        assert_eq!(r.status, 200, "at A via {host}");
+        let r = with_host(&b, "POST", "/mcp", &host, Some(&token));
+        assert_eq!(r.status, 401, "at B via {host}");
+    }
+    let (_, own) = public_flow(&b);
+    assert_eq!(call_with(&b, &own).status, 200);
+    assert_eq!(
+        with_host(&a, "POST", "/mcp", &format!("localhost:{port}"), Some(&own)).status,
+        401
+    );
 }
