@@ -47,7 +47,6 @@ pub fn run(_args: &[String]) -> Result<()> {
     }
     run_cmd(&mut tests)?;
     run_cmd(cargo().args(["test", "--workspace", "--doc"]))?;
-    crate::schema::run(false)?;
     let deny = cargo_deny()?;
     run_cmd(
         Command::new(&deny)

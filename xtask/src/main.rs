@@ -1,11 +1,12 @@
 //! `cargo xtask`: the project's automation, in Rust rather than shell.
 //!
-//! * `ci` — everything CI runs: formatting, clippy, every test, the schema
-//!   drift check, cargo-deny, the official Python and TypeScript SDKs and the
-//!   official conformance suite against the real binary (installed under
+//! * `ci` — everything CI runs: formatting, clippy, every test (the tidy
+//!   test and the `docs/tools.md` drift check among them), cargo-deny, the
+//!   official Python and TypeScript SDKs and the official conformance suite against the real binary (installed under
 //!   `target/`), the contract vectors, the coding loop and a 10 s load run.
-//! * `schema [--write]` — renders `docs/tools.md` from the binary's
-//!   `tools/list` and fails when the committed file differs.
+//! * `schema [--write]` — runs the test that renders `docs/tools.md` from the
+//!   binary's `tools/list` and fails when the committed file differs (part
+//!   of plain `cargo test`); `--write` rewrites the file.
 //! * `bench [--runs N] [--peer CMD] [--only GROUP]` — every measured
 //!   operation against its reference (cat, rg, git, a bare spawn) and, with
 //!   `--peer`, against another server, as ratios measured in the same run.
@@ -32,8 +33,6 @@ mod harness;
 mod load;
 mod peer;
 mod schema;
-#[cfg(test)]
-mod tidy;
 
 use std::path::PathBuf;
 use std::process::Command;
