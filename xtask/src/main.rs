@@ -19,7 +19,7 @@
 //! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
 //!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::disallowed_methods,
     reason = "xtask is a developer tool: it prints reports, drives processes and reads files"

@@ -6,12 +6,8 @@ use serde_json::{Map, Value, json};
 /// limits cannot bound.
 pub const EMERGENCY_TEXT_CEILING: usize = 2_162_688;
 
-/// Error categories of the contract (all seven; tools arriving with later issues use the rest).
+/// Error categories of the contract (all seven).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(
-    dead_code,
-    reason = "the contract's full set; file, patch, git and exec tools raise the others"
-)]
 pub enum Category {
     Validation,
     Security,
