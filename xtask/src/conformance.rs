@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::peer::Peer;
-use crate::{root, run_cmd};
+use crate::root;
 
 /// Scenarios of the official suite that apply to a tools-only server; the
 /// rest need the suite's own test tools, prompts or resources (see
@@ -76,7 +76,8 @@ pub fn official_suite(node: &Path, node_dir: &Path, binary: &Path) -> Result<()>
     let (mut server, url) = start_http(binary, ws.path(), &[], &[])?;
     let mut result = Ok(());
     for scenario in SERVER_SCENARIOS {
-        let r = run_cmd(
+        let r = run_suite(
+            scenario,
             Command::new(node)
                 .arg(&cli)
                 .args([
@@ -103,16 +104,56 @@ pub fn official_suite(node: &Path, node_dir: &Path, binary: &Path) -> Result<()>
         &[("CODING_TOOLS_MCP_OAUTH_PASSWORD", "ci-password")],
     )?;
     let issuer = url.trim_end_matches("/mcp").to_owned();
-    let r = run_cmd(Command::new(node).arg(&cli).args([
-        "authorization",
-        "--url",
-        &issuer,
-        "--scenario",
+    let r = run_suite(
         "authorization-server-metadata-endpoint",
-    ]));
+        Command::new(node).arg(&cli).args([
+            "authorization",
+            "--url",
+            &issuer,
+            "--scenario",
+            "authorization-server-metadata-endpoint",
+        ]),
+    );
     let _ = oauth.kill();
     let _ = oauth.wait();
     r
+}
+
+/// Runs one scenario of the official suite. It reports every check, in
+/// colour, with the expected failures of the baseline as red `FAILURE`
+/// lines; so a passing run is summed up in one line (its counts, and how
+/// many failures the baseline expects), and only a failing run shows the
+/// suite's whole report.
+fn run_suite(scenario: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let out = crate::plain_output(cmd)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    let raw =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = crate::strip_ansi(&raw);
+    if !out.status.success() {
+        eprint!("{}", if crate::to_terminal() { &raw } else { &text });
+        bail!(
+            "official conformance scenario {scenario} failed: {}",
+            out.status
+        );
+    }
+    let counts = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Passed: "))
+        .unwrap_or("passed");
+    let expected = text.lines().filter(|l| l.starts_with("  ~ ")).count();
+    if expected > 0 {
+        eprintln!(
+            "official conformance {scenario}: {counts} ({expected} expected by tests/conformance/expected-failures.yaml)"
+        );
+    } else {
+        eprintln!("official conformance {scenario}: {counts}");
+    }
+    Ok(())
 }
 
 /// One POST on a fresh connection; the status and the JSON body, if any.
@@ -248,6 +289,7 @@ pub fn run(args: &[String]) -> Result<()> {
         root().join("tests/conformance/vectors.json"),
     )?)?;
     let (mut passed, mut failed) = (0, 0);
+    let (mut over_stdio, mut over_http) = (0, 0);
     let mut report = |name: &str, transport: &str, r: Result<(), String>| match r {
         Ok(()) => passed += 1,
         Err(e) => {
@@ -269,6 +311,7 @@ pub fn run(args: &[String]) -> Result<()> {
             .filter(|v| v["transport"] != "http")
             .enumerate()
         {
+            over_stdio += 1;
             let name = v["name"].as_str().unwrap_or("?");
             s.send(&body_of(v))?;
             // A sentinel ping shows whether the vector itself was answered:
@@ -312,6 +355,7 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if let Some(url) = &url {
         for v in vectors.iter().filter(|v| v["transport"] != "stdio") {
+            over_http += 1;
             let name = v["name"].as_str().unwrap_or("?");
             let headers: Vec<(String, String)> = v["headers"]
                 .as_object()
@@ -335,7 +379,11 @@ pub fn run(args: &[String]) -> Result<()> {
             report(name, "http", r);
         }
     }
-    println!("conformance vectors: {passed} passed, {failed} failed");
+    println!(
+        "conformance vectors: {} vectors, {} runs ({over_stdio} over stdio, {over_http} over HTTP): {passed} passed, {failed} failed",
+        vectors.len(),
+        over_stdio + over_http
+    );
     if failed > 0 {
         bail!("{failed} vector(s) failed");
     }

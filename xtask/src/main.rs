@@ -1,11 +1,12 @@
 //! `cargo xtask`: the project's automation, in Rust rather than shell.
 //!
-//! * `ci` — everything CI runs: formatting, clippy, every test, the schema
-//!   drift check, cargo-deny, the official Python and TypeScript SDKs and the
-//!   official conformance suite against the real binary (installed under
+//! * `ci` — everything CI runs: formatting, clippy, every test (the tidy
+//!   test and the `docs/tools.md` drift check among them), cargo-deny, the
+//!   official Python and TypeScript SDKs and the official conformance suite against the real binary (installed under
 //!   `target/`), the contract vectors, the coding loop and a 10 s load run.
-//! * `schema [--write]` — renders `docs/tools.md` from the binary's
-//!   `tools/list` and fails when the committed file differs.
+//! * `schema [--write]` — runs the test that renders `docs/tools.md` from the
+//!   binary's `tools/list` and fails when the committed file differs (part
+//!   of plain `cargo test`); `--write` rewrites the file.
 //! * `bench [--runs N] [--peer CMD] [--only GROUP]` — every measured
 //!   operation against its reference (cat, rg, git, a bare spawn) and, with
 //!   `--peer`, against another server, as ratios measured in the same run.
@@ -18,7 +19,7 @@
 //! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
 //!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
-#![allow(
+#![expect(
     clippy::print_stdout,
     clippy::disallowed_methods,
     reason = "xtask is a developer tool: it prints reports, drives processes and reads files"
@@ -32,8 +33,6 @@ mod harness;
 mod load;
 mod peer;
 mod schema;
-#[cfg(test)]
-mod tidy;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -67,10 +66,16 @@ pub fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// Announces a phase before it starts, so a long silent one is not taken
+/// for a hang.
+pub fn phase(what: &str) {
+    eprintln!("\nxtask: {what}");
+}
+
 /// Runs a command in the root, echoing it, and fails when it fails.
 pub fn run_cmd(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {cmd:?}");
-    let status = cmd
+    let status = plain_output(cmd)
         .current_dir(root())
         .status()
         .with_context(|| format!("cannot start {cmd:?}"))?;
@@ -82,7 +87,43 @@ pub fn run_cmd(cmd: &mut Command) -> Result<()> {
 
 /// `cargo` with the same toolchain that runs xtask.
 pub fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    plain_output(&mut c);
+    c
+}
+
+/// Whether xtask's output goes to a person (a terminal) rather than a log.
+pub fn to_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+/// When the output goes to a log, asks the tool for no colours (cargo and
+/// cargo-deny read `CARGO_TERM_COLOR`; pip, npm and most others `NO_COLOR`).
+pub fn plain_output(cmd: &mut Command) -> &mut Command {
+    if !to_terminal() {
+        cmd.env("NO_COLOR", "1").env("CARGO_TERM_COLOR", "never");
+    }
+    cmd
+}
+
+/// `text` without ANSI escape sequences (for tools that colour regardless).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+        } else if chars.next() == Some('[') {
+            // A control sequence ends at its final byte, '@' to '~'.
+            for f in chars.by_ref() {
+                if ('@'..='~').contains(&f) {
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Builds the server binary and returns its path.

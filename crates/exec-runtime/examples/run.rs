@@ -12,8 +12,11 @@
 //! Each answer carries at most 1 MiB per stream; beyond that the middle is
 //! marked as left out (a host pages it with `ExecRuntime::read_output`).
 
-// A command-line host: it prints the command's output.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line host: it prints the command's output"
+)]
 
 use std::process::ExitCode;
 use std::sync::Arc;

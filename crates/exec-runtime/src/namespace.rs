@@ -100,7 +100,7 @@ fn find_bwrap() -> Option<PathBuf> {
         })
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the kernel's user-namespace switches, not workspace files"
 )]
@@ -117,7 +117,7 @@ pub fn support() -> &'static NamespaceSupport {
     SUPPORT.get_or_init(probe)
 }
 
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "the one-time probe of bubblewrap belongs to the exec runtime"
 )]
@@ -461,7 +461,10 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
         let fd = RawFd::try_from(ruleset).map_err(|e| e.to_string())?;
         // SAFETY: the descriptor was left open for this process by the
         // server (the ruleset of this command), owned from here on.
-        #[allow(unsafe_code)]
+        #[expect(
+            unsafe_code,
+            reason = "takes ownership of the descriptor the server left open for this process"
+        )]
         let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
         // What exists only inside: this sandbox's /proc (its processes
         // alone), its private /tmp and /dev/shm, its pseudo-terminals. A
@@ -487,7 +490,7 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
     // bubblewrap ran with the group's signals ignored (see the
     // supervisor); the command gets the defaults.
     // SAFETY: resetting signal dispositions in a single-threaded process.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "signal(2) restores the default dispositions")]
     unsafe {
         for sig in crate::supervisor::IGNORED {
             libc::signal(sig, libc::SIG_DFL);
@@ -501,7 +504,7 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
     // writable mount (reopened through /proc/self/fd it would allow
     // chmod 4755 of it), so every descriptor above stderr closes on exec.
     // SAFETY: a system call on this process's own descriptor table.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "the close_range system call")]
     let closed = unsafe {
         libc::syscall(
             libc::SYS_close_range,
@@ -517,7 +520,7 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
         ));
     }
     use std::os::unix::process::CommandExt;
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "the sandbox's entry execs the command it was started for"
     )]

@@ -958,7 +958,10 @@ impl ExecRuntime {
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.
-            #[allow(unsafe_code)]
+            #[expect(
+                unsafe_code,
+                reason = "supervisor::split runs only between fork and exec"
+            )]
             unsafe {
                 supervisor::split(status_fd, &launch)
             }
@@ -970,7 +973,7 @@ impl ExecRuntime {
             let command = pty_process::Command::new("/bin/sh");
             // SAFETY: the closure runs in the child between fork and exec and
             // makes only system calls on values prepared before the fork.
-            #[allow(unsafe_code)]
+            #[expect(unsafe_code, reason = "pre_exec runs code between fork and exec")]
             let command = unsafe { command.pre_exec(child_setup) };
             let child = spawn_on(Box::new(move || {
                 command.spawn(pts).map_err(std::io::Error::other)
@@ -1001,7 +1004,7 @@ impl ExecRuntime {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(false);
         // SAFETY: as above — system calls on values prepared before the fork.
-        #[allow(unsafe_code)]
+        #[expect(unsafe_code, reason = "pre_exec runs code between fork and exec")]
         unsafe {
             command.pre_exec(child_setup);
         }

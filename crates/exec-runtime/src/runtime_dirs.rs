@@ -440,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "ages test directories outside any workspace"
     )]

@@ -275,7 +275,7 @@ impl SandboxRoots {
         // SAFETY: landlock system calls with pointers to values on this
         // stack frame and descriptors `self` owns; the new descriptor is
         // owned at once.
-        #[allow(unsafe_code)]
+        #[expect(unsafe_code, reason = "the landlock_create_ruleset system call")]
         unsafe {
             let fd = libc::syscall(
                 libc::SYS_landlock_create_ruleset,
@@ -297,7 +297,7 @@ impl SandboxRoots {
 
 /// Adds a path-beneath rule; a rule the kernel refuses stays out (never
 /// more access). System call only.
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "the landlock_add_rule system call")]
 fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) {
     if parent < 0 || access == 0 {
         return;
@@ -346,7 +346,10 @@ pub(crate) fn add_fd_rule(ruleset: RawFd, fd: RawFd, access: u64) {
 /// starts; the errno on failure.
 pub(crate) fn restrict_self(ruleset: RawFd) -> Result<(), std::io::Error> {
     // SAFETY: system calls on a descriptor the caller holds.
-    #[allow(unsafe_code)]
+    #[expect(
+        unsafe_code,
+        reason = "the prctl and landlock_restrict_self system calls"
+    )]
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
             || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0
@@ -389,7 +392,10 @@ impl ChildSandbox {
         }
         // SAFETY: system calls on descriptors open for the call and a
         // NUL-terminated literal.
-        #[allow(unsafe_code)]
+        #[expect(
+            unsafe_code,
+            reason = "open, close, prctl and landlock_restrict_self system calls"
+        )]
         unsafe {
             let me = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
             if me >= 0 {

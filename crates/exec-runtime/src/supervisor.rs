@@ -55,9 +55,15 @@ pub struct Launch {
 
 // SAFETY: the pointers point into `_strings`, owned by the same value and
 // never changed after construction; the child only reads them.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "Launch holds raw pointers into strings it owns (see SAFETY above)"
+)]
 unsafe impl Send for Launch {}
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "Launch holds raw pointers into strings it owns (see SAFETY above)"
+)]
 unsafe impl Sync for Launch {}
 
 impl Launch {
@@ -121,7 +127,10 @@ impl Launch {
 /// stay its own) but loses every capability (raw sockets, mknod, network
 /// and host configuration, the kernel log, immutable flags, ...), and no
 /// exec gives one back. System calls only.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "the capget/capset system calls have no safe wrapper here"
+)]
 fn drop_capabilities() {
     #[repr(C)]
     struct Header {
@@ -171,7 +180,10 @@ static SETUP_ERRNO: AtomicI32 = AtomicI32::new(0);
 extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Launch` the supervisor passed, alive and
     // unchanged while it is suspended; only system calls follow.
-    #[allow(unsafe_code)]
+    #[expect(
+        unsafe_code,
+        reason = "the clone entry point reads its argument and makes system calls"
+    )]
     unsafe {
         let l = &*(arg as *const Launch);
         let fail = |errno: i32| -> ! {
@@ -234,7 +246,10 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
 /// # Safety
 /// Only between fork and exec of a child of this process: it calls only
 /// async-signal-safe functions and system calls.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "clone of the command process, between fork and exec"
+)]
 pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
     const STACK: usize = 256 * 1024;
     // SAFETY: system calls only, on values owned by this process; the
@@ -306,7 +321,10 @@ extern "C" fn on_kill_all(_: libc::c_int) {
 /// SIGKILLs every direct child (orphans of the subtree are re-parented
 /// here, so rounds of this reach everything). Reads
 /// `/proc/thread-self/children` into a stack buffer: no allocation.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "system calls in the supervisor, which must not allocate"
+)]
 unsafe fn kill_children() {
     // SAFETY: system calls on a descriptor opened here, a stack buffer.
     unsafe {
@@ -346,7 +364,7 @@ unsafe fn kill_children() {
 
 /// The supervisor's whole life: hold no descriptor but the status pipe,
 /// report the shell's status, reap until nothing is left, exit.
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "the supervisor's system calls, up to _exit")]
 unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -> ! {
     // SAFETY: system calls only; `_exit` never returns.
     unsafe {
@@ -392,7 +410,7 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -
     }
 }
 
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "the close_range system call")]
 unsafe fn close_range(first: u32, last: u32) {
     if first > last {
         return;
@@ -424,7 +442,7 @@ pub fn decode(status: i32) -> (Option<i32>, Option<i32>) {
 pub fn default_signal_dispositions(signals: &[Signal]) {
     for sig in signals {
         // SAFETY: installs the default disposition; no handler code runs.
-        #[allow(unsafe_code)]
+        #[expect(unsafe_code, reason = "signal(2) restores a default disposition")]
         unsafe {
             libc::signal(sig.as_raw(), libc::SIG_DFL);
         }
@@ -454,7 +472,7 @@ fn process_table() -> HashMap<i32, (i32, bool)> {
 
 /// (parent pid, zombie) from `/proc/<pid>/stat` (the name may hold spaces
 /// and parentheses: the fields start after the last `)`).
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "procfs, not workspace content: the process table is outside any workspace"
 )]

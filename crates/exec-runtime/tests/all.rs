@@ -1,8 +1,7 @@
 //! Integration tests of the exec runtime with real processes and PTYs.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     clippy::disallowed_methods,
     reason = "test code: a failed unwrap is a failed test"
 )]

@@ -7,9 +7,8 @@
 //! inputs that ever failed are kept under `fuzz/regressions/<target>/`, the
 //! seeds under `fuzz/seeds/<target>/`; both are replayed by the tests.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "a failed property must stop the fuzzer with the input that broke it"
 )]
 

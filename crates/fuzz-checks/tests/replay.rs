@@ -16,7 +16,7 @@ fn every_seed_and_regression_still_holds() {
             };
             for entry in entries {
                 let path = entry.unwrap().path();
-                #[allow(
+                #[expect(
                     clippy::disallowed_methods,
                     reason = "test inputs, not workspace files"
                 )]

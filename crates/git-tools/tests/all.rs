@@ -1,11 +1,6 @@
 //! The git tools against the git CLI on real repositories made with git.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::disallowed_methods,
-    reason = "test code"
-)]
+#![expect(clippy::unwrap_used, clippy::disallowed_methods, reason = "test code")]
 
 use std::path::Path;
 use std::process::Command;

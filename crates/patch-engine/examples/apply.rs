@@ -8,9 +8,12 @@
 //! Exit status 0 when applied (or planned), 1 when refused: the refusal names
 //! the file, the hunk and the closest text, and nothing is written.
 
-// A command-line host: it prints its report, and reads the patch file
-// (which lives outside the workspace) directly.
-#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+#![expect(
+    clippy::disallowed_methods,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line host: it prints its report, and reads the patch file (outside the workspace) directly"
+)]
 
 use std::process::ExitCode;
 

@@ -310,7 +310,7 @@ fn invalid(message: &str, reason: &str, id: Option<Value>) -> Rejection {
     }
 }
 
-#[allow(clippy::result_large_err, reason = "boxed once by parse_message")]
+#[expect(clippy::result_large_err, reason = "boxed once by parse_message")]
 fn from_value(value: Value) -> Result<Message, Rejection> {
     let mut obj = match value {
         Value::Object(obj) => obj,

@@ -14,7 +14,7 @@ use crate::*;
 struct Echo;
 
 impl Dispatcher for Echo {
-    #[allow(
+    #[expect(
         clippy::manual_async_fn,
         reason = "mirrors the trait's Send-bounded signature"
     )]

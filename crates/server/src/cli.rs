@@ -397,7 +397,7 @@ impl Cli {
                 workspace.display()
             ));
         }
-        #[allow(
+        #[expect(
             clippy::disallowed_methods,
             reason = "the operator's token file, named on the command line, not workspace content"
         )]

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 /// limits cannot bound.
 pub const EMERGENCY_TEXT_CEILING: usize = 2_162_688;
 
-/// Error categories of the contract (all seven; tools arriving with later issues use the rest).
+/// Error categories of the contract (all seven).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Category {
     Validation,

@@ -7,7 +7,7 @@
 //! argument decoder the server uses ([`validate_arguments`], [`tool_names`]); everything else
 //! stays private to the server.
 
-#![allow(
+#![expect(
     clippy::result_large_err,
     reason = "ToolError is built once per failed call and carries the whole contract envelope"
 )]
@@ -458,7 +458,7 @@ impl StopSignals {
 
 /// Whether signal `n` was ignored when the process started (`SigIgn` of
 /// `/proc/self/status`).
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "reads the process's own status, not a workspace file"
 )]

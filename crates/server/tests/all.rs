@@ -1,7 +1,7 @@
 //! Black-box tests: the real `coding-tools-mcp` binary, spoken to over stdio
 //! and HTTP with a small in-repo client.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::disallowed_methods,

@@ -1,6 +1,6 @@
 //! The hyper service: routing, transport refusals, and the protocol pipeline.
 
-#![allow(
+#![expect(
     clippy::result_large_err,
     reason = "a refusal response is built once per refused request"
 )]

@@ -176,7 +176,7 @@ mod tests {
     use super::*;
 
     #[test]
-    #[allow(
+    #[expect(
         clippy::disallowed_methods,
         reason = "reads that the confinement must allow or refuse"
     )]

@@ -156,7 +156,7 @@ fn sigterm_stops_the_http_server_with_a_request_in_flight() {
 }
 
 #[test]
-#[allow(
+#[expect(
     clippy::disallowed_methods,
     reason = "ages a runtime directory outside the workspace"
 )]

@@ -1,5 +1,6 @@
 mod abuse;
 mod cli;
+mod docs;
 mod exec;
 mod files;
 mod git;
@@ -12,4 +13,5 @@ mod patch;
 mod sandbox;
 mod security;
 mod stdio;
+mod tidy;
 mod tools;

@@ -223,7 +223,10 @@ fn reads_outside_the_workspace_are_refused_or_denied() {
 }
 
 /// Opens a pseudo-terminal: (master, slave path).
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "posix_openpt, grantpt, unlockpt and ptsname: the test needs a terminal of its own"
+)]
 fn open_pty() -> (std::fs::File, PathBuf) {
     use std::os::fd::FromRawFd;
     // SAFETY: libc calls on a descriptor we own; ptsname's buffer is
@@ -240,7 +243,7 @@ fn open_pty() -> (std::fs::File, PathBuf) {
     }
 }
 
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "the FIONREAD ioctl on the test's terminal")]
 fn queued_input(pts: &std::fs::File) -> i32 {
     use std::os::fd::AsRawFd;
     let mut n: libc::c_int = 0;
@@ -254,7 +257,10 @@ fn queued_input(pts: &std::fs::File) -> i32 {
 /// from a shell). Commands must not push keystrokes into it, nor into any
 /// other terminal, nor signal or read the server.
 #[test]
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "pre_exec gives the server the test's terminal as its controlling one"
+)]
 fn no_keystroke_injection_no_signals_no_reading_the_server() {
     use std::os::unix::process::CommandExt;
     let l = layout();
