@@ -436,6 +436,13 @@ fn base_url<D>(
     let host = match (&authority, hosts.first()) {
         (Some(a), _) => Some(a.as_str()),
         (None, Some(h)) => Some(h.to_str().unwrap_or("\u{0}")),
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400.
+        (None, None) if req.version() == hyper::Version::HTTP_11 => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Host is required in an HTTP/1.1 request",
+            );
+        }
         (None, None) => None,
     };
     let first = |name: &str| {

@@ -846,6 +846,14 @@ fn foreign_host_is_refused_on_a_loopback_server() {
         body.len()
     );
     assert_eq!(s.raw(raw.as_bytes()).status, 200);
+    // ... but an HTTP/1.1 request must carry one (RFC 9112 §3.2).
+    let raw = format!(
+        "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let r = s.raw(raw.as_bytes());
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["data"]["reason"], "host_not_allowed");
     // The card is refused to a foreign Host as well.
     let r = s.raw(b"GET /.well-known/mcp.json HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 403);
