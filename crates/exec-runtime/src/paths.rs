@@ -465,7 +465,7 @@ impl Reach<'_> {
     fn allows_relative(&self, rel: &str) -> bool {
         let rel = if rel.is_empty() { "." } else { rel };
         !matches!(
-            self.workspace.check(rel),
+            self.workspace.resolve_beneath(rel),
             Err(FsError::Outside(_) | FsError::Absolute(_) | FsError::SymlinkEscape(_))
         )
     }

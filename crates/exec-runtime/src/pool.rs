@@ -725,7 +725,7 @@ impl ExecRuntime {
         let workdir = self
             .inner
             .workspace
-            .resolve(&req.workdir)
+            .resolve_lexically(&req.workdir)
             .map_err(ExecError::Workdir)?;
         // The child enters the directory through this handle (fchdir), never
         // by its path: a directory swapped for a symlink after the check

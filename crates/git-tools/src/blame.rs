@@ -5,8 +5,47 @@ use gix::bstr::ByteSlice;
 use crate::error::GitError;
 use crate::repo::GitRepo;
 
+/// Which lines [`GitRepo::blame`] attributes; [`Default`]: from line 1 to
+/// the end, at most 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlameOptions {
+    /// First line (1-based).
+    pub start_line: u32,
+    /// Last line (inclusive); the end of the file when `None`.
+    pub end_line: Option<u32>,
+    /// Most lines returned.
+    pub max_lines: u32,
+}
+
+impl Default for BlameOptions {
+    fn default() -> Self {
+        Self {
+            start_line: 1,
+            end_line: None,
+            max_lines: 200,
+        }
+    }
+}
+
+impl BlameOptions {
+    /// Lines `start..=end` (1-based); to the end of the file without `end`.
+    pub fn lines(mut self, start: u32, end: Option<u32>) -> Self {
+        self.start_line = start;
+        self.end_line = end;
+        self
+    }
+
+    /// Most lines returned.
+    pub fn max_lines(mut self, max: u32) -> Self {
+        self.max_lines = max;
+        self
+    }
+}
+
 /// One attributed line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BlameLine {
     /// Line number in the file at the blamed revision (1-based).
     pub line: u32,
@@ -28,6 +67,7 @@ pub struct BlameLine {
 
 /// A blame.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BlameOutcome {
     /// The lines, in order.
     pub lines: Vec<BlameLine>,
@@ -39,20 +79,23 @@ pub struct BlameOutcome {
 }
 
 impl GitRepo {
-    /// Blames `path` at `rev` for lines `start..=end` (1-based), at most `max_lines`.
+    /// Blames `path` at `rev` for the lines of `opts`.
     pub fn blame(
         &self,
-        path: &str,
         rev: &str,
-        start: u32,
-        end: Option<u32>,
-        max_lines: u32,
+        path: &str,
+        opts: &BlameOptions,
     ) -> Result<BlameOutcome, GitError> {
+        let BlameOptions {
+            start_line: start,
+            end_line: end,
+            max_lines,
+        } = *opts;
         // file_at judges the path before anything about history.
         let content = self.file_at(rev, path)?;
         let repo = self.local();
         let id = self.commit_id(&repo, rev)?;
-        if content[..content.len().min(8000)].contains(&0) {
+        if crate::diff::is_binary(&content) {
             return Err(GitError::Binary(path.to_owned()));
         }
         let total = u32::try_from(content.lines_with_terminator().count()).unwrap_or(u32::MAX);

@@ -15,8 +15,9 @@ use crate::repo::GitRepo;
 /// Bytes git inspects for NUL to call content binary.
 const BINARY_PROBE: usize = 8000;
 
-/// Diff options.
-#[derive(Debug, Clone, Copy)]
+/// Diff options; [`Default`]: 3 context lines, at most 256 KiB of patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DiffOptions {
     /// Context lines per hunk.
     pub context_lines: u32,
@@ -24,8 +25,66 @@ pub struct DiffOptions {
     pub max_bytes: usize,
 }
 
+impl Default for DiffOptions {
+    fn default() -> Self {
+        Self {
+            context_lines: 3,
+            max_bytes: 256 * 1024,
+        }
+    }
+}
+
+impl DiffOptions {
+    /// Context lines per hunk.
+    pub fn context_lines(mut self, lines: u32) -> Self {
+        self.context_lines = lines;
+        self
+    }
+
+    /// Most bytes of patch text.
+    pub fn max_bytes(mut self, max: usize) -> Self {
+        self.max_bytes = max;
+        self
+    }
+}
+
+/// Which changes of the working state [`GitRepo::diff_working`] shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkingChanges {
+    /// `git diff`: the work tree against the index.
+    Unstaged,
+    /// `git diff --cached`: the index against `HEAD`.
+    Staged,
+    /// Both, unstaged first.
+    Both,
+}
+
+/// The diffs of [`GitRepo::diff_working`], each present when asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct WorkingDiff {
+    /// The work tree against the index.
+    pub unstaged: Option<DiffOutcome>,
+    /// The index against `HEAD`.
+    pub staged: Option<DiffOutcome>,
+}
+
+/// A file's content at a revision, as text ([`GitRepo::show_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FileAtRevision {
+    /// The start of the content, invalid UTF-8 replaced by U+FFFD, at most
+    /// the byte budget and ending on a whole character.
+    pub content: String,
+    /// Bytes of the blob.
+    pub total_bytes: usize,
+    /// `content` stops before the end.
+    pub truncated: bool,
+}
+
 /// One file of a diff.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileDiff {
     /// Workspace-relative path (destination of a rename).
     pub path: String,
@@ -45,6 +104,7 @@ pub struct FileDiff {
 
 /// A diff.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DiffOutcome {
     /// The patch text (whole files only, unless one file alone is too large).
     pub text: String,
@@ -52,6 +112,17 @@ pub struct DiffOutcome {
     pub files: Vec<FileDiff>,
     /// `max_bytes` left files (or the end of one) out.
     pub truncated: bool,
+}
+
+impl DiffOutcome {
+    /// Paths of the files whose patch `max_bytes` left out, in order.
+    pub fn omitted_paths(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|f| !f.included)
+            .map(|f| f.path.clone())
+            .collect()
+    }
 }
 
 /// One side of a file change.
@@ -86,7 +157,7 @@ fn quote(prefix: &str, path: &str) -> String {
     out
 }
 
-fn is_binary(data: &[u8]) -> bool {
+pub(crate) fn is_binary(data: &[u8]) -> bool {
     data[..data.len().min(BINARY_PROBE)].contains(&0)
 }
 
@@ -351,7 +422,7 @@ impl GitRepo {
         paths
             .iter()
             .map(|p| {
-                let wp = self.ws.check(p)?;
+                let wp = self.ws.resolve_beneath(p)?;
                 Ok(if wp.is_root() {
                     String::new()
                 } else {
@@ -509,7 +580,7 @@ impl GitRepo {
             let r = match change {
                 Change::Removed => render_file(&repo, Some(&old), None, opts.context_lines, None),
                 _ => {
-                    let wp = self.ws.resolve(&path)?;
+                    let wp = self.ws.resolve_lexically(&path)?;
                     let (mut f, _) = self.ws.open_beneath(&wp)?;
                     let mut data = Vec::new();
                     std::io::Read::read_to_end(&mut f, &mut data).map_err(GitError::git)?;
@@ -648,6 +719,54 @@ impl GitRepo {
         }
         parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));
         Ok((info, assemble(parts, opts.max_bytes)))
+    }
+
+    /// `git diff` and/or `git diff --cached` within one byte budget: the
+    /// unstaged diff comes first, and the staged one gets what it leaves.
+    pub fn diff_working(
+        &self,
+        changes: WorkingChanges,
+        paths: &[String],
+        opts: DiffOptions,
+    ) -> Result<WorkingDiff, GitError> {
+        let unstaged = match changes {
+            WorkingChanges::Unstaged | WorkingChanges::Both => {
+                Some(self.diff_unstaged(paths, opts)?)
+            }
+            WorkingChanges::Staged => None,
+        };
+        let staged = match changes {
+            WorkingChanges::Staged | WorkingChanges::Both => {
+                let used = unstaged.as_ref().map_or(0, |d| d.text.len());
+                let budget = opts.max_bytes.saturating_sub(used);
+                Some(self.diff_staged(paths, opts.max_bytes(budget))?)
+            }
+            WorkingChanges::Unstaged => None,
+        };
+        Ok(WorkingDiff { unstaged, staged })
+    }
+
+    /// A text file's content at a revision (`git show rev:path`), at most
+    /// `max_bytes` of it; a blob with a NUL in its first 8000 bytes (git's
+    /// test) is [`GitError::Binary`].
+    pub fn show_file(
+        &self,
+        rev: &str,
+        path: &str,
+        max_bytes: usize,
+    ) -> Result<FileAtRevision, GitError> {
+        let bytes = self.file_at(rev, path)?;
+        if is_binary(&bytes) {
+            return Err(GitError::Binary(path.to_owned()));
+        }
+        let total_bytes = bytes.len();
+        let text = String::from_utf8_lossy(&bytes);
+        let cut = text.floor_char_boundary(total_bytes.min(max_bytes));
+        Ok(FileAtRevision {
+            truncated: cut < text.len(),
+            content: text[..cut].to_owned(),
+            total_bytes,
+        })
     }
 
     /// A file's content at a revision (`git show rev:path`).

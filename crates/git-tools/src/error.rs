@@ -2,8 +2,16 @@
 
 use ctm_workspace_fs::FsError;
 
+/// The cause of a failure inside gix (or of an I/O error reading the work
+/// tree), kept whole for [`std::error::Error::source`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a git tool failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Neither `Clone` nor `Eq`: the gix error a failure came from is kept as
+/// its source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GitError {
     /// No repository contains the workspace.
     #[error("the workspace is not inside a git repository")]
@@ -12,12 +20,13 @@ pub enum GitError {
     #[error("the workspace's .git link points outside the workspace ({0}); refusing to read it")]
     LinkOutside(String),
     /// A revision gix cannot resolve.
-    #[error("unknown revision {rev:?}: {message}")]
+    #[error("unknown revision {rev:?}: {source}")]
     UnknownRevision {
         /// As given.
         rev: String,
         /// gix's reason.
-        message: String,
+        #[source]
+        source: Cause,
     },
     /// The path does not exist in that revision.
     #[error("{path} does not exist in {rev}")]
@@ -41,11 +50,11 @@ pub enum GitError {
     SpecialFile(String),
     /// The repository could not be read.
     #[error("git: {0}")]
-    Git(String),
+    Git(#[source] Cause),
 }
 
 impl GitError {
-    pub(crate) fn git(e: impl std::fmt::Display) -> Self {
-        Self::Git(e.to_string())
+    pub(crate) fn git(e: impl Into<Cause>) -> Self {
+        Self::Git(e.into())
     }
 }

@@ -5,8 +5,52 @@ use gix::bstr::ByteSlice;
 use crate::error::GitError;
 use crate::repo::GitRepo;
 
+/// Which commits [`GitRepo::log`] returns; [`Default`]: every commit, the
+/// first 20.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogOptions {
+    /// Only commits that change this workspace-relative path.
+    pub path: Option<String>,
+    /// Commits passed over first.
+    pub skip: usize,
+    /// Most commits returned.
+    pub max_count: usize,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        Self {
+            path: None,
+            skip: 0,
+            max_count: 20,
+        }
+    }
+}
+
+impl LogOptions {
+    /// Only commits that change `path` (workspace-relative).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Commits passed over first.
+    pub fn skip(mut self, skip: usize) -> Self {
+        self.skip = skip;
+        self
+    }
+
+    /// Most commits returned.
+    pub fn max_count(mut self, max: usize) -> Self {
+        self.max_count = max;
+        self
+    }
+}
+
 /// One commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommitInfo {
     /// Full id.
     pub id: String,
@@ -34,6 +78,7 @@ pub struct CommitInfo {
 
 /// A page of history.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogOutcome {
     /// Commits, newest first.
     pub commits: Vec<CommitInfo>,
@@ -68,13 +113,13 @@ impl GitRepo {
     /// Commits reachable from `rev`, newest first by commit time; with a path,
     /// only commits whose tree differs at that path from every parent (git's
     /// TREESAME rule, without history simplification of side branches).
-    pub fn log(
-        &self,
-        rev: &str,
-        path: Option<&str>,
-        skip: usize,
-        max_count: usize,
-    ) -> Result<LogOutcome, GitError> {
+    pub fn log(&self, rev: &str, opts: &LogOptions) -> Result<LogOutcome, GitError> {
+        let LogOptions {
+            path,
+            skip,
+            max_count,
+        } = opts;
+        let (skip, max_count) = (*skip, *max_count);
         // The path's boundary verdict comes before anything about history.
         let repo_path = match path {
             Some(p) => Some(self.repo_path(p)?).filter(|p| !p.is_empty()),

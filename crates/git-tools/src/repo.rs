@@ -106,7 +106,7 @@ impl GitRepo {
 
     /// Repository-relative path of a workspace-relative one (checked by the boundary).
     pub(crate) fn repo_path(&self, ws_path: &str) -> Result<String, GitError> {
-        let p = self.ws.check(ws_path)?;
+        let p = self.ws.resolve_beneath(ws_path)?;
         let rel = if p.is_root() {
             String::new()
         } else {
@@ -150,15 +150,13 @@ impl GitRepo {
         repo: &gix::Repository,
         rev: &str,
     ) -> Result<gix::ObjectId, GitError> {
-        let unknown = |m: String| GitError::UnknownRevision {
+        let unknown = |source: crate::error::Cause| GitError::UnknownRevision {
             rev: rev.to_owned(),
-            message: m,
+            source,
         };
-        let id = repo
-            .rev_parse_single(rev)
-            .map_err(|e| unknown(e.to_string()))?;
-        let obj = id.object().map_err(|e| unknown(e.to_string()))?;
-        let commit = obj.peel_to_commit().map_err(|e| unknown(e.to_string()))?;
+        let id = repo.rev_parse_single(rev).map_err(|e| unknown(e.into()))?;
+        let obj = id.object().map_err(|e| unknown(e.into()))?;
+        let commit = obj.peel_to_commit().map_err(|e| unknown(e.into()))?;
         Ok(commit.id)
     }
 }

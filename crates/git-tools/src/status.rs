@@ -17,8 +17,52 @@ mod gix_status_compat {
     pub use gix::status::UntrackedFiles;
 }
 
+/// What [`GitRepo::status`] lists; [`Default`]: the whole workspace,
+/// untracked files included, at most 1,000 entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusOptions {
+    /// Only entries at or below this workspace-relative path.
+    pub path: Option<String>,
+    /// List untracked files (an untracked directory as `dir/`).
+    pub include_untracked: bool,
+    /// Most entries returned.
+    pub max_entries: usize,
+}
+
+impl Default for StatusOptions {
+    fn default() -> Self {
+        Self {
+            path: None,
+            include_untracked: true,
+            max_entries: 1_000,
+        }
+    }
+}
+
+impl StatusOptions {
+    /// Only entries at or below `path` (workspace-relative).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Whether untracked files are listed.
+    pub fn include_untracked(mut self, include: bool) -> Self {
+        self.include_untracked = include;
+        self
+    }
+
+    /// Most entries returned.
+    pub fn max_entries(mut self, max: usize) -> Self {
+        self.max_entries = max;
+        self
+    }
+}
+
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatusEntry {
     /// Workspace-relative path (the destination of a rename).
     pub path: String,
@@ -39,6 +83,7 @@ impl StatusEntry {
 
 /// A status listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatusOutcome {
     /// Current branch (`None` when detached).
     pub branch: Option<String>,
@@ -56,17 +101,12 @@ pub struct StatusOutcome {
 }
 
 impl GitRepo {
-    /// The status of `path` (workspace root by default).
-    pub fn status(
-        &self,
-        path: Option<&str>,
-        include_untracked: bool,
-        max_entries: usize,
-    ) -> Result<StatusOutcome, GitError> {
+    /// The status of the workspace, or of [`StatusOptions::path`].
+    pub fn status(&self, opts: &StatusOptions) -> Result<StatusOutcome, GitError> {
         let repo = self.local();
-        let specs = self.pathspecs(&path.map(|p| vec![p.to_owned()]).unwrap_or_default())?;
+        let specs = self.pathspecs(opts.path.as_slice())?;
         let mut by_path: BTreeMap<String, StatusEntry> = BTreeMap::new();
-        let untracked = if include_untracked {
+        let untracked = if opts.include_untracked {
             UntrackedFiles::Collapsed
         } else {
             UntrackedFiles::None
@@ -169,8 +209,8 @@ impl GitRepo {
         let (mut entries, untracked): (Vec<StatusEntry>, Vec<StatusEntry>) =
             by_path.into_values().partition(|e| e.staged != '?');
         entries.extend(untracked);
-        let truncated = entries.len() > max_entries;
-        entries.truncate(max_entries);
+        let truncated = entries.len() > opts.max_entries;
+        entries.truncate(opts.max_entries);
         let (branch, head) = match repo.head() {
             Ok(mut h) => (
                 h.referent_name()

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ctm_git_tools::{DiffOptions, GitRepo};
+use ctm_git_tools::{BlameOptions, DiffOptions, GitRepo, LogOptions, StatusOptions};
 use ctm_workspace_fs::Workspace;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -101,7 +101,13 @@ fn status_matches_porcelain_v2() {
     let t = fixture();
     let d = t.path();
     let repo = open(d);
-    let s = repo.status(None, true, 1000).unwrap();
+    let s = repo
+        .status(
+            &StatusOptions::default()
+                .include_untracked(true)
+                .max_entries(1000),
+        )
+        .unwrap();
     // git's own order (changes by path, then untracked), and an untracked
     // directory collapsed to `dir/` as git shows it by default.
     let ours: Vec<String> = s
@@ -128,9 +134,21 @@ fn status_matches_porcelain_v2() {
     assert!(theirs.contains(&"?? untracked/".to_owned()), "{theirs:?}");
     assert_eq!(ours, theirs);
     assert_eq!(s.branch.as_deref(), Some("main"));
-    let capped = repo.status(None, true, 2).unwrap();
+    let capped = repo
+        .status(
+            &StatusOptions::default()
+                .include_untracked(true)
+                .max_entries(2),
+        )
+        .unwrap();
     assert!(capped.truncated && capped.entries.len() == 2);
-    let tracked_only = repo.status(None, false, 1000).unwrap();
+    let tracked_only = repo
+        .status(
+            &StatusOptions::default()
+                .include_untracked(false)
+                .max_entries(1000),
+        )
+        .unwrap();
     assert!(tracked_only.entries.iter().all(|e| e.unstaged != '?'));
 }
 
@@ -140,10 +158,7 @@ fn diffs_are_byte_identical_to_git() {
     let d = t.path();
     let repo = open(d);
     for ctx in [0u32, 1, 3, 10] {
-        let opts = DiffOptions {
-            context_lines: ctx,
-            max_bytes: 1 << 20,
-        };
+        let opts = DiffOptions::default().context_lines(ctx).max_bytes(1 << 20);
         let ours = repo.diff_unstaged(&[], opts).unwrap();
         assert_eq!(
             ours.text,
@@ -157,20 +172,11 @@ fn diffs_are_byte_identical_to_git() {
             "git diff --cached -U{ctx}"
         );
     }
-    let opts = DiffOptions {
-        context_lines: 3,
-        max_bytes: 1 << 20,
-    };
+    let opts = DiffOptions::default().context_lines(3).max_bytes(1 << 20);
     let only = repo.diff_unstaged(&["GUIDE.md".into()], opts).unwrap();
     assert_eq!(only.text, git(d, &["diff", "--", "GUIDE.md"]));
     let small = repo
-        .diff_unstaged(
-            &[],
-            DiffOptions {
-                context_lines: 3,
-                max_bytes: 200,
-            },
-        )
+        .diff_unstaged(&[], DiffOptions::default().context_lines(3).max_bytes(200))
         .unwrap();
     assert!(small.truncated && small.text.len() <= 200);
 }
@@ -190,10 +196,7 @@ fn show_matches_git_show_for_every_non_merge_commit() {
             .diff_commit(
                 id,
                 &[],
-                DiffOptions {
-                    context_lines: 3,
-                    max_bytes: 1 << 20,
-                },
+                DiffOptions::default().context_lines(3).max_bytes(1 << 20),
             )
             .unwrap();
         assert_eq!(info.id, id);
@@ -218,21 +221,36 @@ fn log_matches_git_log_with_paths_skip_and_count() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let all = repo.log("HEAD", None, 0, 100).unwrap();
+    let all = repo
+        .log("HEAD", &LogOptions::default().max_count(100))
+        .unwrap();
     assert_eq!(ids(all.clone()), git(d, &["log", "--format=%H"]).trim());
     assert_eq!(all.commits.last().unwrap().subject, "first commit");
     assert_eq!(all.commits.last().unwrap().body, "with a body");
     assert_eq!(
-        ids(repo.log("HEAD", Some("src/lib.rs"), 0, 100).unwrap()),
+        ids(repo
+            .log(
+                "HEAD",
+                &LogOptions::default().path("src/lib.rs").max_count(100)
+            )
+            .unwrap()),
         git(d, &["log", "--format=%H", "--", "src/lib.rs"]).trim()
     );
     assert_eq!(
-        ids(repo.log("HEAD", None, 1, 2).unwrap()),
+        ids(repo
+            .log("HEAD", &LogOptions::default().skip(1).max_count(2))
+            .unwrap()),
         git(d, &["log", "--format=%H", "--skip=1", "-n", "2"]).trim()
     );
-    assert!(repo.log("HEAD", None, 0, 2).unwrap().has_more);
+    assert!(
+        repo.log("HEAD", &LogOptions::default().max_count(2))
+            .unwrap()
+            .has_more
+    );
     assert_eq!(
-        ids(repo.log("side", None, 0, 100).unwrap()),
+        ids(repo
+            .log("side", &LogOptions::default().max_count(100))
+            .unwrap()),
         git(d, &["log", "--format=%H", "side"]).trim()
     );
 }
@@ -242,7 +260,13 @@ fn blame_matches_git_blame() {
     let t = fixture();
     let d = t.path();
     let repo = open(d);
-    let b = repo.blame("src/lib.rs", "HEAD", 15, Some(25), 200).unwrap();
+    let b = repo
+        .blame(
+            "HEAD",
+            "src/lib.rs",
+            &BlameOptions::default().lines(15, Some(25)).max_lines(200),
+        )
+        .unwrap();
     let theirs: Vec<String> = git(
         d,
         &[
@@ -275,18 +299,30 @@ fn blame_matches_git_blame() {
     // A max_lines shorter than the range pages within it, and without
     // end_line the range runs to the end of the file.
     assert!(
-        repo.blame("src/lib.rs", "HEAD", 15, Some(25), 5)
-            .unwrap()
-            .has_more
+        repo.blame(
+            "HEAD",
+            "src/lib.rs",
+            &BlameOptions::default().lines(15, Some(25)).max_lines(5)
+        )
+        .unwrap()
+        .has_more
     );
     assert!(
-        repo.blame("src/lib.rs", "HEAD", 15, None, 5)
-            .unwrap()
-            .has_more
+        repo.blame(
+            "HEAD",
+            "src/lib.rs",
+            &BlameOptions::default().lines(15, None).max_lines(5)
+        )
+        .unwrap()
+        .has_more
     );
     assert!(
         !repo
-            .blame("src/lib.rs", "HEAD", 36, None, 5)
+            .blame(
+                "HEAD",
+                "src/lib.rs",
+                &BlameOptions::default().lines(36, None).max_lines(5)
+            )
             .unwrap()
             .has_more
     );
@@ -298,7 +334,9 @@ fn errors_are_precise() {
     let d = t.path();
     let repo = open(d);
     for bad in ["--output=/tmp/pwned", "no-such-branch", "HEAD~99"] {
-        let e = repo.log(bad, None, 0, 5).unwrap_err();
+        let e = repo
+            .log(bad, &LogOptions::default().max_count(5))
+            .unwrap_err();
         assert!(
             matches!(e, ctm_git_tools::GitError::UnknownRevision { .. }),
             "{bad}: {e}"
@@ -310,7 +348,11 @@ fn errors_are_precise() {
         Err(ctm_git_tools::GitError::PathNotInRevision { .. })
     ));
     assert!(matches!(
-        repo.blame("bin.dat", "HEAD", 1, None, 10),
+        repo.blame(
+            "HEAD",
+            "bin.dat",
+            &BlameOptions::default().lines(1, None).max_lines(10)
+        ),
         Err(ctm_git_tools::GitError::Binary(_))
     ));
     let not_repo = tempfile::tempdir().unwrap();
@@ -352,34 +394,36 @@ fn repository_config_never_runs_programs() {
         .unwrap();
     }
     let repo = open(d);
-    repo.status(None, true, 100).unwrap();
+    repo.status(
+        &StatusOptions::default()
+            .include_untracked(true)
+            .max_entries(100),
+    )
+    .unwrap();
     repo.diff_unstaged(
         &[],
-        DiffOptions {
-            context_lines: 3,
-            max_bytes: 1 << 20,
-        },
+        DiffOptions::default().context_lines(3).max_bytes(1 << 20),
     )
     .unwrap();
     repo.diff_staged(
         &[],
-        DiffOptions {
-            context_lines: 3,
-            max_bytes: 1 << 20,
-        },
+        DiffOptions::default().context_lines(3).max_bytes(1 << 20),
     )
     .unwrap();
-    repo.log("HEAD", None, 0, 10).unwrap();
+    repo.log("HEAD", &LogOptions::default().max_count(10))
+        .unwrap();
     repo.diff_commit(
         "HEAD~1",
         &[],
-        DiffOptions {
-            context_lines: 3,
-            max_bytes: 1 << 20,
-        },
+        DiffOptions::default().context_lines(3).max_bytes(1 << 20),
     )
     .unwrap();
-    repo.blame("crlf.txt", "HEAD", 1, None, 10).unwrap();
+    repo.blame(
+        "HEAD",
+        "crlf.txt",
+        &BlameOptions::default().lines(1, None).max_lines(10),
+    )
+    .unwrap();
     assert!(!marker.exists(), "a configured program ran");
 }
 
@@ -395,4 +439,44 @@ fn git_file_pointing_outside_is_refused() {
     );
     let e = GitRepo::open(&Workspace::open(ws.path()).unwrap()).unwrap_err();
     assert!(matches!(e, ctm_git_tools::GitError::LinkOutside(_)), "{e}");
+}
+
+#[test]
+fn working_diff_shares_one_budget_and_files_show_as_text() {
+    use ctm_git_tools::{GitError, RepoCache, WorkingChanges};
+    let t = fixture();
+    let d = t.path();
+    let cache = RepoCache::new(Workspace::open(d).unwrap());
+    let whole = DiffOptions::default().max_bytes(1 << 20);
+    let both = cache
+        .with_repo(|r| r.diff_working(WorkingChanges::Both, &[], whole))
+        .unwrap();
+    let (u, s) = (both.unstaged.unwrap(), both.staged.unwrap());
+    assert_eq!(u.text, git(d, &["diff"]));
+    assert_eq!(s.text, git(d, &["diff", "--cached"]));
+    assert!(s.text.len() > 10);
+    // The staged diff gets what the unstaged one leaves of the budget.
+    let tight = DiffOptions::default().max_bytes(u.text.len() + 10);
+    let cut = cache
+        .with_repo(|r| r.diff_working(WorkingChanges::Both, &[], tight))
+        .unwrap();
+    assert_eq!(cut.unstaged.unwrap().text, u.text);
+    let staged = cut.staged.unwrap();
+    assert!(staged.truncated && staged.text.len() <= 10);
+    let only = cache
+        .with_repo(|r| r.diff_working(WorkingChanges::Staged, &[], whole))
+        .unwrap();
+    assert!(only.unstaged.is_none() && only.staged.unwrap().text == s.text);
+    // A file at a revision, cut at the budget; a binary one refused.
+    let f = cache
+        .with_repo(|r| r.show_file("HEAD~1", "crlf.txt", 5))
+        .unwrap();
+    assert_eq!(
+        (f.content.as_str(), f.total_bytes, f.truncated),
+        ("one\r\n", 17, true)
+    );
+    assert!(matches!(
+        cache.with_repo(|r| r.show_file("HEAD", "bin.dat", 100)),
+        Err(GitError::Binary(p)) if p == "bin.dat"
+    ));
 }

@@ -514,7 +514,7 @@ impl PatchEngine {
     }
 
     fn resolve(&self, raw: &str) -> Result<WorkspacePath, PatchError> {
-        let p = self.ws.check(raw)?;
+        let p = self.ws.resolve_beneath(raw)?;
         if p.is_root() {
             return Err(PatchError::IsDirectory(raw.to_owned()));
         }
@@ -1213,7 +1213,7 @@ impl<'a> Commit<'a> {
         let mut missing = Vec::new();
         let mut cur = path.relative().parent().map(std::path::Path::to_path_buf);
         while let Some(p) = cur.filter(|p| !p.as_os_str().is_empty()) {
-            match self.ws.resolve(&p.to_string_lossy()) {
+            match self.ws.resolve_lexically(&p.to_string_lossy()) {
                 Ok(wp)
                     if matches!(
                         self.ws.open_beneath(&wp),

@@ -68,7 +68,7 @@ pub(crate) fn path_writes_git_dir(ws: &Workspace, relative: &Path) -> bool {
         } else {
             ancestor.to_string_lossy().into_owned()
         };
-        if let Ok(p) = ws.resolve(&shown)
+        if let Ok(p) = ws.resolve_lexically(&shown)
             && let Ok(fd) = ws.open_dir_handle(&p)
         {
             let rest = relative.strip_prefix(&ancestor).unwrap_or(relative);

@@ -53,7 +53,7 @@ fn alive(pid: i32) -> bool {
 pub fn clean_leftovers(ws: &Workspace) -> Leftovers {
     let mut out = Leftovers::default();
     let listing = Globs::new(&[format!("{TEMP_PREFIX}*")], &[]).and_then(|globs| {
-        let root = ws.resolve(".")?;
+        let root = ws.resolve_lexically(".")?;
         let req = FilesRequest {
             globs,
             include_hidden: true,
@@ -89,7 +89,7 @@ pub fn clean_leftovers(ws: &Workspace) -> Leftovers {
 
 /// Unlinks `rel` through a directory opened beneath the root.
 fn remove(ws: &Workspace, rel: &str) -> Result<(), String> {
-    let wp = ws.resolve(rel).map_err(|e| e.to_string())?;
+    let wp = ws.resolve_lexically(rel).map_err(|e| e.to_string())?;
     let (dir, name) = ws.open_parent(&wp, false).map_err(|e| e.to_string())?;
     match rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => Ok(()),

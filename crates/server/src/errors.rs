@@ -145,27 +145,34 @@ pub fn fs_error(e: FsError) -> ToolError {
             json!({"path": path, "reason": "too_many_pixels", "width": width, "height": height, "max_pixels": max}),
             "view_image does not decode images this large, resized or not: shrink it with a command first (e.g. ImageMagick's convert -resize), then view the copy.",
         ),
-        FsError::Root { path, reason } => err(
+        FsError::Root { path, source } => err(
             ErrorCode::InternalError,
             msg,
-            json!({"root": path, "problem": reason}),
+            json!({"root": path, "problem": source.to_string()}),
             "The workspace root is unusable; the operator must restart the server on an existing directory.",
         ),
         FsError::Io {
             path,
-            message,
+            source,
             transient,
         } => err_as(
             ErrorCode::InternalError,
             Category::Runtime,
             transient,
             msg,
-            json!({"path": path, "os_error": message}),
+            json!({"path": path, "os_error": source.to_string()}),
             if transient {
                 "A transient file system error; call again."
             } else {
                 "The file system refused this operation; check permissions or choose another path."
             },
+        ),
+        // A refusal this table does not know yet.
+        _ => err(
+            ErrorCode::InternalError,
+            msg,
+            json!({"reason": "unmapped_fs_error"}),
+            "This is a server fault; report it.",
         ),
     }
 }
@@ -609,10 +616,10 @@ pub fn git_error(e: GitError) -> ToolError {
             "The workspace's .git points outside it; the git tools will not follow it.",
         ),
         // The reference's category: git's own refusal, not an argument check.
-        GitError::UnknownRevision { rev, message } => err(
+        GitError::UnknownRevision { rev, source } => err(
             ErrorCode::GitError,
             msg,
-            json!({"reason": "unknown_revision", "rev": rev, "cause": message}),
+            json!({"reason": "unknown_revision", "rev": rev, "cause": source.to_string()}),
             "Use a branch, tag, commit id or expression such as HEAD~2 (git_log lists commits).",
         ),
         GitError::PathNotInRevision { path, rev } => err(
@@ -637,7 +644,14 @@ pub fn git_error(e: GitError) -> ToolError {
         GitError::Git(cause) => err(
             ErrorCode::GitError,
             msg,
-            json!({"reason": "repository_error", "cause": cause}),
+            json!({"reason": "repository_error", "cause": cause.to_string()}),
+            "The repository could not be read; check it with exec_command(cmd=\"git fsck\") if it repeats.",
+        ),
+        // A failure this table does not know yet.
+        _ => err(
+            ErrorCode::GitError,
+            msg,
+            json!({"reason": "repository_error"}),
             "The repository could not be read; check it with exec_command(cmd=\"git fsck\") if it repeats.",
         ),
     }

@@ -20,6 +20,7 @@ mod envelope;
 mod errors;
 mod limits;
 mod server;
+mod timestamp;
 mod tools;
 mod trace;
 

@@ -9,7 +9,9 @@ use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
     RpcError, negotiate, server_info,
 };
-use ctm_workspace_fs::{ProjectContext, Workspace, project_context_with};
+use ctm_workspace_fs::{
+    ContextNote, ContextWarning, ProjectContext, Workspace, project_context_with,
+};
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, ToolSpec};
@@ -27,7 +29,7 @@ pub struct Server {
     pub runtime_dirs: Result<Arc<RuntimeDirs>, String>,
     pub exec: ExecRuntime,
     /// The workspace's repository, opened on first use and shared after.
-    pub git: std::sync::Mutex<Option<ctm_git_tools::GitRepo>>,
+    pub git: ctm_git_tools::RepoCache,
     pub limits: Limits,
     /// Image decodes in flight, for every client (`view_image`).
     pub image_decodes: Arc<tokio::sync::Semaphore>,
@@ -95,10 +97,10 @@ impl Server {
         );
         Self {
             config,
+            git: ctm_git_tools::RepoCache::new(workspace.clone()),
             workspace,
             patch,
             exec,
-            git: std::sync::Mutex::new(None),
             runtime_dirs,
             limits,
             image_decodes: tools::new_decode_slots(),
@@ -131,11 +133,16 @@ impl Server {
             self.workspace.root().display()
         );
         let mut index = String::new();
-        let ctx = project_context_with(&self.workspace, &self.limits.context, |ctx| {
-            // At most an eighth of the budget, whole paths only.
-            index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
-            preamble.len() + 2 + index.len()
-        });
+        let ctx = project_context_with(
+            &self.workspace,
+            &self.limits.context,
+            |ctx| {
+                // At most an eighth of the budget, whole paths only.
+                index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
+                preamble.len() + 2 + index.len()
+            },
+            context_note,
+        );
         let mut text = preamble;
         if !ctx.text.is_empty() {
             text.push_str("\n\n");
@@ -273,7 +280,7 @@ impl Server {
         let mut f = Map::new();
         f.insert(
             "timestamp".into(),
-            json!(crate::tools::rfc3339(std::time::SystemTime::now())),
+            json!(crate::timestamp::utc(std::time::SystemTime::now())),
         );
         f.insert("tool".into(), json!(tool));
         f.insert("ok".into(), json!(outcome.is_ok()));
@@ -312,6 +319,55 @@ impl Server {
 
 /// The nested-instruction index (with its leading blank line), at most
 /// `max` bytes: the paths that fit, then how many more there are.
+/// The words of a note in the instructions about a root instruction file;
+/// each names the call that reads what was left out.
+fn context_note(note: &ContextNote) -> String {
+    match note {
+        ContextNote::BeyondFileLimit {
+            path,
+            size_bytes,
+            max_files,
+        } => format!(
+            "[omitted: {path} ({size_bytes} bytes) is beyond the {max_files}-file limit; read it with read_file(path=\"{path}\")]"
+        ),
+        ContextNote::Unreadable { path } => format!("[omitted: {path} could not be read]"),
+        ContextNote::DidNotFit {
+            path,
+            size_bytes,
+            budget_bytes,
+        } => format!(
+            "[omitted: {path} ({size_bytes} bytes) did not fit the {budget_bytes}-byte instruction budget; read it with read_file(path=\"{path}\")]"
+        ),
+        ContextNote::InvalidUtf8 {
+            path,
+            invalid_sequences,
+        } => format!(
+            "[{path} is not valid UTF-8: {invalid_sequences} invalid byte sequence(s) shown as U+FFFD]"
+        ),
+        ContextNote::Truncated {
+            path,
+            size_bytes,
+            shown_bytes,
+            next_line,
+        } => format!(
+            "[truncated: {path} is {size_bytes} bytes; the first {shown_bytes} are shown. Continue with read_file(path=\"{path}\", start_line={next_line})]"
+        ),
+        other => other.plain(),
+    }
+}
+
+/// The words of why a root instruction file was not loaded.
+pub fn context_warning(w: &ContextWarning) -> String {
+    match w {
+        ContextWarning::NotRegular { path } => {
+            format!("{path} was not loaded: not a regular file")
+        }
+        ContextWarning::Refused { path, error } => format!("{path} was not loaded: {error}"),
+        ContextWarning::Unreadable { path, error } => format!("{path} could not be read: {error}"),
+        other => format!("{other:?}"),
+    }
+}
+
 fn nested_index(nested: &[String], truncated: bool, max: usize) -> String {
     if nested.is_empty() {
         return String::new();

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use crate::error::{FsError, IoCause};
 use crate::path::{Kind, Workspace};
 
 /// Root instruction file names, in the order they are loaded.
@@ -22,6 +23,7 @@ const SKIPPED_DIRS: [&str; 6] = [
 
 /// Budgets of the project context.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ContextLimits {
     /// Most root instruction files loaded.
     pub max_files: usize,
@@ -52,6 +54,7 @@ impl Default for ContextLimits {
 
 /// What happened to one root instruction file.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InstructionFile {
     /// Workspace-relative path.
     pub path: String,
@@ -67,6 +70,7 @@ pub struct InstructionFile {
 
 /// The loaded context: the instruction text and what it is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ProjectContext {
     /// The text for `instructions` (empty when there are no files).
     pub text: String,
@@ -76,29 +80,149 @@ pub struct ProjectContext {
     pub nested: Vec<String>,
     /// The nested index stopped at a limit.
     pub nested_truncated: bool,
+    /// The notes the text carries in place of, or after, a quote, in order.
+    pub notes: Vec<ContextNote>,
     /// Things the operator should know (unreadable files, escapes).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<ContextWarning>,
+}
+
+/// A fact about a root instruction file that the instruction text states
+/// beside (or instead of) its quote. The caller words it: see
+/// [`project_context_with`]; [`ContextNote::plain`] is a wording that names
+/// no tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContextNote {
+    /// The file is beyond [`ContextLimits::max_files`] and is not quoted.
+    BeyondFileLimit {
+        /// Workspace-relative path.
+        path: String,
+        /// Its size.
+        size_bytes: u64,
+        /// The limit.
+        max_files: usize,
+    },
+    /// The file could not be read; it is not quoted (the reason is in
+    /// [`ProjectContext::warnings`]).
+    Unreadable {
+        /// Workspace-relative path.
+        path: String,
+    },
+    /// Too little of the budget was left to quote the file usefully.
+    DidNotFit {
+        /// Workspace-relative path.
+        path: String,
+        /// Its size.
+        size_bytes: u64,
+        /// [`ContextLimits::total_bytes`].
+        budget_bytes: usize,
+    },
+    /// The quote replaced invalid UTF-8 sequences by U+FFFD.
+    InvalidUtf8 {
+        /// Workspace-relative path.
+        path: String,
+        /// Sequences replaced.
+        invalid_sequences: usize,
+    },
+    /// Only the start of the file is quoted.
+    Truncated {
+        /// Workspace-relative path.
+        path: String,
+        /// Its size.
+        size_bytes: u64,
+        /// Bytes of the file quoted.
+        shown_bytes: usize,
+        /// The first line not (wholly) quoted, 1-based.
+        next_line: usize,
+    },
+}
+
+impl ContextNote {
+    /// A wording of the note that names no tool.
+    pub fn plain(&self) -> String {
+        match self {
+            Self::BeyondFileLimit {
+                path,
+                size_bytes,
+                max_files,
+            } => format!(
+                "[omitted: {path} ({size_bytes} bytes) is beyond the {max_files}-file limit]"
+            ),
+            Self::Unreadable { path } => format!("[omitted: {path} could not be read]"),
+            Self::DidNotFit {
+                path,
+                size_bytes,
+                budget_bytes,
+            } => format!(
+                "[omitted: {path} ({size_bytes} bytes) did not fit the {budget_bytes}-byte instruction budget]"
+            ),
+            Self::InvalidUtf8 {
+                path,
+                invalid_sequences,
+            } => format!(
+                "[{path} is not valid UTF-8: {invalid_sequences} invalid byte sequence(s) shown as U+FFFD]"
+            ),
+            Self::Truncated {
+                path,
+                size_bytes,
+                shown_bytes,
+                next_line,
+            } => format!(
+                "[truncated: {path} is {size_bytes} bytes; the first {shown_bytes} are shown; the rest starts at line {next_line}]"
+            ),
+        }
+    }
+}
+
+/// Why a root instruction file was not loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContextWarning {
+    /// It is not a regular file (a directory, FIFO, socket or device).
+    NotRegular {
+        /// Workspace-relative path.
+        path: String,
+    },
+    /// The workspace boundary refused to open it (a symlink out, a loop).
+    Refused {
+        /// Workspace-relative path.
+        path: String,
+        /// The refusal.
+        error: FsError,
+    },
+    /// Reading it failed.
+    Unreadable {
+        /// Workspace-relative path.
+        path: String,
+        /// The operating system's error.
+        error: IoCause,
+    },
 }
 
 /// A quote shorter than this is not worth its header: the file is omitted instead.
 const MIN_QUOTE_BYTES: usize = 256;
 
-/// Receipts are bounded so they always fit in the reserve.
+/// Room kept for each note: a worded [`ContextNote`] must stay within it
+/// for the text to stay within budget.
 const RECEIPT_RESERVE: usize = 320;
 
-/// Loads the root instruction files of `ws` within `limits`.
+/// Loads the root instruction files of `ws` within `limits`, notes worded
+/// by [`ContextNote::plain`].
 pub fn project_context(ws: &Workspace, limits: &ContextLimits) -> ProjectContext {
-    project_context_with(ws, limits, |_| 0)
+    project_context_with(ws, limits, |_| 0, ContextNote::plain)
 }
 
 /// [`project_context`] for a caller that puts text of its own around the
-/// quoted files (a preamble, the nested index) and wants the whole within
-/// `limits.total_bytes`: once the nested index is known, `reserve` says how
-/// many bytes to leave free, and the files are quoted in the rest.
+/// quoted files (a preamble, the nested index) and words the notes itself.
+/// The whole stays within `limits.total_bytes`: once the nested index is
+/// known, `reserve` says how many bytes to leave free, and the files are
+/// quoted in the rest. `words` renders each [`ContextNote`] into the text;
+/// a worded note must stay within 320 bytes.
 pub fn project_context_with(
     ws: &Workspace,
     limits: &ContextLimits,
     reserve: impl FnOnce(&ProjectContext) -> usize,
+    words: impl Fn(&ContextNote) -> String,
 ) -> ProjectContext {
     let mut ctx = ProjectContext::default();
     index_nested(ws.root(), limits, &mut ctx);
@@ -109,7 +233,7 @@ pub fn project_context_with(
         if std::fs::symlink_metadata(ws.root().join(name)).is_err() {
             continue;
         }
-        let opened = ws.resolve(name).and_then(|p| ws.open_beneath(&p));
+        let opened = ws.resolve_lexically(name).and_then(|p| ws.open_beneath(&p));
         match opened {
             Ok((file, Kind::File)) => {
                 let Ok(m) = file.metadata() else { continue };
@@ -118,14 +242,22 @@ pub fn project_context_with(
                     candidates.push((name, file, m.len()));
                 }
             }
-            Ok(_) => ctx
-                .warnings
-                .push(format!("{name} was not loaded: not a regular file")),
-            Err(e) => ctx.warnings.push(format!("{name} was not loaded: {e}")),
+            Ok(_) => ctx.warnings.push(ContextWarning::NotRegular {
+                path: name.to_owned(),
+            }),
+            Err(error) => ctx.warnings.push(ContextWarning::Refused {
+                path: name.to_owned(),
+                error,
+            }),
         }
     }
     let mut sections = Vec::new();
     let mut used = 0usize;
+    let note = |ctx: &mut ProjectContext, n: ContextNote| {
+        let text = words(&n);
+        ctx.notes.push(n);
+        text
+    };
     let count = candidates.len().min(limits.max_files);
     for (i, (name, handle, size)) in candidates.into_iter().enumerate() {
         let receipts_left = (count.saturating_sub(i + 1)) * RECEIPT_RESERVE;
@@ -137,10 +269,12 @@ pub fn project_context_with(
             omitted: true,
         };
         if i >= limits.max_files {
-            sections.push(format!(
-                "[omitted: {name} ({size} bytes) is beyond the {}-file limit; read it with read_file(path=\"{name}\")]",
-                limits.max_files
-            ));
+            let n = ContextNote::BeyondFileLimit {
+                path: name.to_owned(),
+                size_bytes: size,
+                max_files: limits.max_files,
+            };
+            sections.push(note(&mut ctx, n));
             ctx.files.push(file);
             continue;
         }
@@ -151,8 +285,14 @@ pub fn project_context_with(
         let quote = match read_prefix(handle, if room < MIN_QUOTE_BYTES { 0 } else { room }) {
             Ok(b) => b,
             Err(e) => {
-                ctx.warnings.push(format!("{name} could not be read: {e}"));
-                sections.push(format!("[omitted: {name} could not be read]"));
+                ctx.warnings.push(ContextWarning::Unreadable {
+                    path: name.to_owned(),
+                    error: e.into(),
+                });
+                let n = ContextNote::Unreadable {
+                    path: name.to_owned(),
+                };
+                sections.push(note(&mut ctx, n));
                 used += RECEIPT_RESERVE;
                 ctx.files.push(file);
                 continue;
@@ -160,10 +300,12 @@ pub fn project_context_with(
         };
         let body = quote.text;
         if body.len() < MIN_QUOTE_BYTES.min(size as usize) {
-            let s = format!(
-                "[omitted: {name} ({size} bytes) did not fit the {}-byte instruction budget; read it with read_file(path=\"{name}\")]",
-                limits.total_bytes
-            );
+            let n = ContextNote::DidNotFit {
+                path: name.to_owned(),
+                size_bytes: size,
+                budget_bytes: limits.total_bytes,
+            };
+            let s = note(&mut ctx, n);
             used += s.len();
             sections.push(s);
             ctx.files.push(file);
@@ -179,10 +321,11 @@ pub fn project_context_with(
             section.push('\n');
         }
         if quote.invalid_sequences > 0 {
-            section.push_str(&format!(
-                "[{name} is not valid UTF-8: {} invalid byte sequence(s) shown as U+FFFD]",
-                quote.invalid_sequences
-            ));
+            let n = ContextNote::InvalidUtf8 {
+                path: name.to_owned(),
+                invalid_sequences: quote.invalid_sequences,
+            };
+            section.push_str(&note(&mut ctx, n));
         }
         if (quote.file_bytes as u64) < size {
             file.truncated = true;
@@ -190,10 +333,13 @@ pub fn project_context_with(
             if !section.ends_with('\n') {
                 section.push('\n');
             }
-            section.push_str(&format!(
-                "[truncated: {name} is {size} bytes; the first {} are shown. Continue with read_file(path=\"{name}\", start_line={next_line})]",
-                quote.file_bytes
-            ));
+            let n = ContextNote::Truncated {
+                path: name.to_owned(),
+                size_bytes: size,
+                shown_bytes: quote.file_bytes,
+                next_line,
+            };
+            section.push_str(&note(&mut ctx, n));
         }
         used += section.len();
         sections.push(section);
@@ -324,10 +470,11 @@ mod tests {
         assert!(c.text.len() <= limits.total_bytes, "{}", c.text.len());
         assert!(c.files[0].truncated);
         assert!(c.text.contains("[truncated: AGENTS.md is 40000 bytes"));
-        assert!(
-            c.text
-                .contains("read_file(path=\"AGENTS.md\", start_line=1)")
-        );
+        assert!(c.text.contains("the rest starts at line 1]"));
+        assert!(matches!(
+            &c.notes[..],
+            [ContextNote::Truncated { path, size_bytes: 40_000, next_line: 1, .. }] if path == "AGENTS.md"
+        ));
         assert!(!c.text.contains('\u{FFFD}'));
         // The second file still gets its place.
         assert!(c.text.contains("Project instructions from CLAUDE.md"));
@@ -343,7 +490,9 @@ mod tests {
             ("AGENTS.md", "a".repeat(5000)),
             ("CLAUDE.md", "b".repeat(5000)),
         ]);
-        let c = project_context(&w, &limits);
+        // Notes as long as a host's that name the call to read the rest.
+        let words = |n: &ContextNote| format!("{}; read it with read_file(path=...)", n.plain());
+        let c = project_context_with(&w, &limits, |_| 0, words);
         assert!(c.text.len() <= limits.total_bytes, "{}", c.text.len());
         assert!(c.files.iter().any(|f| f.omitted), "{:?}", c.files);
         assert!(
@@ -351,6 +500,7 @@ mod tests {
             "{}",
             c.text
         );
+        assert!(c.text.contains("read it with read_file(path=...)"));
     }
 
     #[test]
@@ -362,7 +512,10 @@ mod tests {
             .unwrap();
         let c = project_context(&w, &ContextLimits::default());
         assert!(!c.text.contains("SECRET"));
-        assert_eq!(c.warnings.len(), 1);
+        assert!(matches!(
+            &c.warnings[..],
+            [ContextWarning::Refused { path, error: FsError::SymlinkEscape(_) }] if path == "AGENTS.md"
+        ));
     }
 
     #[test]
@@ -400,10 +553,15 @@ mod tests {
         ]);
         let limits = ContextLimits::default();
         let mut seen = Vec::new();
-        let c = project_context_with(&w, &limits, |ctx| {
-            seen = ctx.nested.clone();
-            5_000
-        });
+        let c = project_context_with(
+            &w,
+            &limits,
+            |ctx| {
+                seen = ctx.nested.clone();
+                5_000
+            },
+            ContextNote::plain,
+        );
         assert_eq!(seen, vec!["x/AGENTS.md".to_string()]);
         assert!(
             c.text.len() <= limits.total_bytes - 5_000,

@@ -1,7 +1,14 @@
 //! The one error type of the crate.
 
+use std::sync::Arc;
+
 /// Why a workspace operation was refused or failed.
+///
+/// `Clone` and `Eq` stay because the errors of `ctm-patch-engine` and
+/// `ctm-exec-runtime` wrap this one and derive both; an operating-system
+/// cause is kept all the same, as an [`IoCause`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FsError {
     /// The caller gave an absolute path (or `~`, a drive letter, a UNC path).
     #[error("absolute paths are not accepted: {0}")]
@@ -89,36 +96,86 @@ pub enum FsError {
         max: u64,
     },
     /// The root itself is unusable.
-    #[error("workspace root {path}: {reason}")]
+    #[error("workspace root {path}: {source}")]
     Root {
         /// The root as given.
         path: String,
-        /// What is wrong with it.
-        reason: String,
+        /// Why it cannot be opened.
+        #[source]
+        source: IoCause,
     },
     /// The operating system refused.
-    #[error("{path}: {message}")]
+    #[error("{path}: {source}")]
     Io {
         /// The path concerned.
         path: String,
-        /// The OS message.
-        message: String,
+        /// The operating system's error.
+        #[source]
+        source: IoCause,
         /// Whether trying again may help (EINTR, EAGAIN, a race).
         transient: bool,
     },
 }
 
 impl FsError {
-    /// An I/O failure on `path`.
-    pub fn io(path: &str, e: &std::io::Error) -> Self {
+    /// An I/O failure on `path`: `NotFound` for a missing file, otherwise
+    /// [`FsError::Io`] keeping `e` as its cause.
+    pub fn io(path: &str, e: std::io::Error) -> Self {
         use std::io::ErrorKind as K;
         match e.kind() {
             K::NotFound => Self::NotFound(path.to_owned()),
-            _ => Self::Io {
+            kind => Self::Io {
                 path: path.to_owned(),
-                message: e.to_string(),
-                transient: matches!(e.kind(), K::Interrupted | K::WouldBlock | K::TimedOut),
+                transient: matches!(kind, K::Interrupted | K::WouldBlock | K::TimedOut),
+                source: IoCause::from(e),
             },
         }
+    }
+}
+
+/// An operating-system error kept as the cause of an [`FsError`]: shared,
+/// so the error stays `Clone`, and compared by kind, OS code and message,
+/// so it stays `Eq`.
+#[derive(Debug, Clone)]
+pub struct IoCause(Arc<std::io::Error>);
+
+impl IoCause {
+    /// The error itself.
+    pub fn get(&self) -> &std::io::Error {
+        &self.0
+    }
+}
+
+impl From<std::io::Error> for IoCause {
+    fn from(e: std::io::Error) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl From<rustix::io::Errno> for IoCause {
+    fn from(e: rustix::io::Errno) -> Self {
+        Self::from(std::io::Error::from(e))
+    }
+}
+
+impl PartialEq for IoCause {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind()
+            && self.0.raw_os_error() == other.0.raw_os_error()
+            && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoCause {}
+
+impl std::fmt::Display for IoCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }

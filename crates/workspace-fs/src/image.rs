@@ -17,8 +17,10 @@ const MAX_DECODE_SIDE: u32 = 20_000;
 /// can claim 16000x16000 and cost a gigabyte.
 pub const MAX_DECODE_PIXELS: u64 = 40_000_000;
 
-/// A `view_image` request.
+/// A `view_image` request; [`Default`] returns at most 5 MiB and
+/// 2000x2000 pixels, resizing larger images.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ImageRequest {
     /// Most bytes returned.
     pub max_bytes: usize,
@@ -30,8 +32,20 @@ pub struct ImageRequest {
     pub auto_resize: bool,
 }
 
+impl Default for ImageRequest {
+    fn default() -> Self {
+        Self {
+            max_bytes: 5 * 1024 * 1024,
+            max_width: 2_000,
+            max_height: 2_000,
+            auto_resize: true,
+        }
+    }
+}
+
 /// What `view_image` returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ImageOutcome {
     /// MIME type of `data`.
     pub media_type: &'static str,
@@ -51,8 +65,23 @@ pub struct ImageOutcome {
     pub height: u32,
     /// `data` was re-encoded at a smaller size.
     pub resized: bool,
-    /// Notes (animation reduced to its first frame, format change).
-    pub warnings: Vec<String>,
+    /// What resizing changed besides the size.
+    pub warnings: Vec<ImageWarning>,
+}
+
+/// What resizing an image changed besides its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImageWarning {
+    /// An animated GIF keeps only its first frame.
+    FirstFrameOnly,
+    /// The image was re-encoded in another format.
+    Reencoded {
+        /// MIME type of the file.
+        from: &'static str,
+        /// MIME type returned.
+        to: &'static str,
+    },
 }
 
 fn mime(f: ImageFormat) -> Option<&'static str> {
@@ -78,7 +107,7 @@ pub fn view_image(
         Kind::Directory => return Err(FsError::IsDirectory(shown)),
         Kind::Other => return Err(FsError::NotRegular(shown)),
     }
-    let size = file.metadata().map_err(|e| FsError::io(&shown, &e))?.len();
+    let size = file.metadata().map_err(|e| FsError::io(&shown, e))?.len();
     if size > MAX_SOURCE_BYTES {
         return Err(FsError::ImageTooLarge {
             path: shown,
@@ -90,7 +119,7 @@ pub fn view_image(
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(MAX_SOURCE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| FsError::io(&shown, &e))?;
+        .map_err(|e| FsError::io(&shown, e))?;
     let not_image = |reason: String| FsError::NotAnImage {
         path: shown.clone(),
         reason,
@@ -169,7 +198,7 @@ pub fn view_image(
     })?;
     let mut warnings = Vec::new();
     if format == ImageFormat::Gif {
-        warnings.push("animated GIFs are shown as their first frame when resized".into());
+        warnings.push(ImageWarning::FirstFrameOnly);
     }
     // JPEG stays JPEG; everything else becomes PNG (lossless, universally shown).
     let (out_format, out_mime) = if format == ImageFormat::Jpeg {
@@ -178,7 +207,10 @@ pub fn view_image(
         (ImageFormat::Png, "image/png")
     };
     if out_mime != media_type {
-        warnings.push(format!("re-encoded from {media_type} to {out_mime}"));
+        warnings.push(ImageWarning::Reencoded {
+            from: media_type,
+            to: out_mime,
+        });
     }
     let (mut tw, mut th) = (req.max_width.min(w), req.max_height.min(h));
     for _ in 0..8 {
@@ -234,7 +266,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(t.path().join(name), bytes).unwrap();
         let w = Workspace::open(t.path()).unwrap();
-        let p = w.resolve(name).unwrap();
+        let p = w.resolve_lexically(name).unwrap();
         (t, w, p)
     }
 

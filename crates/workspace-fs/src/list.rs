@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::{WalkBuilder, WalkState};
 
-use crate::error::FsError;
+use crate::error::{FsError, IoCause};
 use crate::path::{Workspace, WorkspacePath};
 
 /// Entries a sorted-by-metadata listing may collect before it stops.
@@ -49,6 +49,7 @@ impl EntryType {
 
 /// One listed entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Entry {
     /// File name.
     pub name: String,
@@ -56,8 +57,7 @@ pub struct Entry {
     pub path: String,
     /// Its type.
     pub kind: EntryType,
-    /// Size in bytes (of the link itself for symlinks).
-    /// Size in bytes; `None` when the entry could not be examined (gone, or
+    /// Size in bytes (of the link itself for symlinks); `None` when the entry could not be examined (gone, or
     /// its directory no longer beneath the root).
     pub size_bytes: Option<u64>,
     /// Modification time.
@@ -72,9 +72,10 @@ pub struct Entry {
 }
 
 /// How to order entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SortKey {
     /// By path (directory walk order for `list_dir`).
+    #[default]
     Name,
     /// Directories first, then by name.
     Type,
@@ -82,8 +83,10 @@ pub enum SortKey {
     Modified,
 }
 
-/// A listing request.
+/// A listing request; [`Default`] lists the direct children, at most
+/// 1,000, without hidden or ignored entries.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ListRequest {
     /// Descend below direct children.
     pub recursive: bool,
@@ -99,15 +102,55 @@ pub struct ListRequest {
     pub sort: SortKey,
 }
 
+impl Default for ListRequest {
+    fn default() -> Self {
+        Self {
+            recursive: false,
+            max_depth: 1,
+            max_entries: 1_000,
+            include_hidden: false,
+            include_ignored: false,
+            sort: SortKey::Name,
+        }
+    }
+}
+
 /// A listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Listing {
     /// The entries, in order, at most the cap.
     pub entries: Vec<Entry>,
     /// More entries exist than were returned.
     pub truncated: bool,
     /// Entries that could not be read, and similar.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<WalkWarning>,
+}
+
+/// Something a walk could not do, reported beside what it found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WalkWarning {
+    /// The walker could not read an entry (permissions, a directory that
+    /// vanished, an ignore file it could not parse); its message.
+    Walk(String),
+    /// A file the walk found could not be opened beneath the root.
+    Refused(FsError),
+    /// Searching a file failed part-way.
+    Search {
+        /// Workspace-relative path.
+        path: String,
+        /// The operating system's error.
+        error: IoCause,
+    },
+    /// Sorting by metadata needs every entry; collecting stopped after
+    /// [`MAX_SCAN_FOR_SORT`], so the order is that of the entries seen.
+    SortStopped {
+        /// The sort asked for.
+        by: SortKey,
+        /// Entries collected.
+        scanned: usize,
+    },
 }
 
 /// Whether `dir` holds an ignore file a walk must not read: a `.git` that
@@ -262,18 +305,14 @@ fn list_dir_walk(
                     break;
                 }
             }
-            Err(err) => warnings.push(err.to_string()),
+            Err(err) => warnings.push(WalkWarning::Walk(err.to_string())),
         }
     }
     if entries.len() >= MAX_SCAN_FOR_SORT {
-        warnings.push(format!(
-            "sorting by {} stopped after {MAX_SCAN_FOR_SORT} entries; list a smaller directory",
-            if req.sort == SortKey::Type {
-                "type"
-            } else {
-                "modified"
-            }
-        ));
+        warnings.push(WalkWarning::SortStopped {
+            by: req.sort,
+            scanned: MAX_SCAN_FOR_SORT,
+        });
     }
     sort_entries(&mut entries, req.sort);
     let truncated = entries.len() > req.max_entries;
@@ -320,7 +359,7 @@ fn mark_ignored(ws: &Workspace, root: &Path, depth: usize, hidden: bool, entries
 
 /// Glob filters: a pattern with a `/` matches the path below the listed
 /// directory (`*` stays within one directory, `**` crosses them); one
-/// without matches the file name.
+/// without matches the file name. [`Default`] lets everything through.
 #[derive(Debug, Clone)]
 pub struct Globs {
     include_path: GlobSet,
@@ -328,6 +367,18 @@ pub struct Globs {
     exclude_path: GlobSet,
     exclude_name: GlobSet,
     has_include: bool,
+}
+
+impl Default for Globs {
+    fn default() -> Self {
+        Self {
+            include_path: GlobSet::empty(),
+            include_name: GlobSet::empty(),
+            exclude_path: GlobSet::empty(),
+            exclude_name: GlobSet::empty(),
+            has_include: false,
+        }
+    }
 }
 
 impl Globs {
@@ -390,7 +441,9 @@ fn split(patterns: &[String]) -> Result<(GlobSet, GlobSet), FsError> {
     Ok((build(by_path)?, build(by_name)?))
 }
 
-/// A `list_files` request.
+/// A `list_files` request; [`Default`] lists every file by path, at most
+/// 5,000, without hidden or ignored ones. Not yet `#[non_exhaustive]`:
+/// `ctm-patch-engine` still builds one field by field.
 #[derive(Debug, Clone)]
 pub struct FilesRequest {
     /// Include and exclude globs.
@@ -403,6 +456,18 @@ pub struct FilesRequest {
     pub max_results: usize,
     /// `Name` (path) or `Modified`.
     pub sort: SortKey,
+}
+
+impl Default for FilesRequest {
+    fn default() -> Self {
+        Self {
+            globs: Globs::default(),
+            include_hidden: false,
+            include_ignored: false,
+            max_results: 5_000,
+            sort: SortKey::Name,
+        }
+    }
 }
 
 /// Lists the regular files below a directory (symlinks are not followed nor
@@ -426,7 +491,7 @@ fn list_files_walk(
     let root = ws.open_dir(path)?;
     let want_meta = req.sort == SortKey::Modified;
     let found: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-    let warnings: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let warnings: Mutex<Vec<WalkWarning>> = Mutex::new(Vec::new());
     let mut b = walker(ws.root(), &root, req.include_hidden, req.include_ignored);
     let globs = req.globs.clone();
     let root_for_filter = root.clone();
@@ -474,7 +539,7 @@ fn list_files_walk(
                     }
                 }
                 Ok(_) => {}
-                Err(err) => lock(warnings).push(err.to_string()),
+                Err(err) => lock(warnings).push(WalkWarning::Walk(err.to_string())),
             }
             WalkState::Continue
         })
@@ -576,7 +641,7 @@ mod tests {
     #[test]
     fn list_dir_honours_ignore_and_hidden() {
         let (_t, w) = tree();
-        let root = w.resolve(".").unwrap();
+        let root = w.resolve_lexically(".").unwrap();
         let l = list_dir(&w, &root, &dir_req(false)).unwrap();
         assert_eq!(paths(&l), ["README.md", "node_modules", "src"]);
         let l = list_dir(&w, &root, &dir_req(true)).unwrap();
@@ -640,7 +705,7 @@ mod tests {
             paths(&list_dir(&w, &root, &typed).unwrap()),
             ["node_modules", "src", "README.md"]
         );
-        let f = w.resolve("README.md").unwrap();
+        let f = w.resolve_lexically("README.md").unwrap();
         assert!(matches!(
             list_dir(&w, &f, &dir_req(false)),
             Err(FsError::NotADirectory(_))
@@ -661,7 +726,7 @@ mod tests {
     #[test]
     fn list_files_globs() {
         let (_t, w) = tree();
-        let root = w.resolve(".").unwrap();
+        let root = w.resolve_lexically(".").unwrap();
         let l = list_files(&w, &root, &files_req(&[], &[])).unwrap();
         assert_eq!(
             paths(&l),
@@ -681,7 +746,7 @@ mod tests {
         assert_eq!(paths(&l), ["src/lib.rs", "src/main.rs"]);
         let l = list_files(&w, &root, &files_req(&[], &["node_modules", "*.md"])).unwrap();
         assert_eq!(paths(&l), ["src/deep/x.rs", "src/lib.rs", "src/main.rs"]);
-        let src = w.resolve("src").unwrap();
+        let src = w.resolve_lexically("src").unwrap();
         let l = list_files(&w, &src, &files_req(&["deep/*.rs"], &[])).unwrap();
         assert_eq!(paths(&l), ["src/deep/x.rs"]);
         let mut capped = files_req(&[], &[]);
@@ -707,7 +772,7 @@ mod tests {
             std::fs::write(repo.join(f), "x").unwrap();
         }
         let w = Workspace::open(&repo.join("ws")).unwrap();
-        let root = w.resolve(".").unwrap();
+        let root = w.resolve_lexically(".").unwrap();
         let l = list_files(&w, &root, &files_req(&[], &[])).unwrap();
         assert_eq!(paths(&l), ["kept.txt", "src/a.rs"], "{:?}", l.warnings);
         let l = list_dir(&w, &root, &dir_req(true)).unwrap();
@@ -717,7 +782,7 @@ mod tests {
     #[test]
     fn sizes_and_times_are_the_entries_own() {
         let (_t, w) = tree();
-        let root = w.resolve(".").unwrap();
+        let root = w.resolve_lexically(".").unwrap();
         let l = list_dir(&w, &root, &dir_req(true)).unwrap();
         let meta = |p: &str| std::fs::symlink_metadata(w.root().join(p)).unwrap();
         for (path, size) in [("README.md", 6), ("src/lib.rs", 13), ("src/deep/x.rs", 1)] {
@@ -740,7 +805,7 @@ mod tests {
         let (t, w) = tree();
         std::os::unix::fs::symlink(t.path(), w.root().join("src/loop")).unwrap();
         std::os::unix::fs::symlink("/etc", w.root().join("src/etc")).unwrap();
-        let root = w.resolve("src").unwrap();
+        let root = w.resolve_lexically("src").unwrap();
         let l = list_dir(&w, &root, &dir_req(true)).unwrap();
         let etc = l.entries.iter().find(|e| e.path == "src/etc").unwrap();
         assert_eq!(etc.kind, EntryType::Symlink);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use crate::error::FsError;
+use crate::error::{FsError, IoCause};
 
 /// Symlinks followed in one resolution before it is called a loop.
 const MAX_SYMLINKS: usize = 40;
@@ -23,7 +23,8 @@ pub struct Workspace {
 }
 
 /// A workspace-relative path that passed the lexical checks of
-/// [`Workspace::resolve`]. Opening it ([`Workspace::open_beneath`]) is the authority
+/// [`Workspace::resolve_lexically`] (and, from [`Workspace::resolve_beneath`],
+/// the symlink verdict on its existing part). Opening it ([`Workspace::open_beneath`]) is the authority
 /// on symlinks: it resolves beneath the root and cannot leave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspacePath {
@@ -80,17 +81,17 @@ impl Workspace {
     /// Opens `root`, which must be an existing directory; it is canonicalized
     /// and held open.
     pub fn open(root: &Path) -> Result<Self, FsError> {
-        let err = |reason: String| FsError::Root {
+        let err = |source: IoCause| FsError::Root {
             path: root.display().to_string(),
-            reason,
+            source,
         };
-        let canonical = root.canonicalize().map_err(|e| err(e.to_string()))?;
+        let canonical = root.canonicalize().map_err(|e| err(e.into()))?;
         let fd = rustix::fs::open(
             &canonical,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err(e.into()))?;
         Ok(Self {
             root: canonical,
             root_fd: Arc::new(fd),
@@ -145,9 +146,12 @@ impl Workspace {
             .ok()
     }
 
-    /// Lexical checks: no NUL, not absolute (nor `~`, a drive letter, UNC),
-    /// `..` never above the root. Comparison is by component.
-    pub fn resolve(&self, input: &str) -> Result<WorkspacePath, FsError> {
+    /// Lexical checks only, with no file system access: no NUL, not
+    /// absolute (nor `~`, a drive letter, UNC), `..` never above the root.
+    /// Comparison is by component. Symlinks are judged later, when the path
+    /// is opened ([`Self::open_beneath`]); a caller that will not open the
+    /// path itself wants [`Self::resolve_beneath`].
+    pub fn resolve_lexically(&self, input: &str) -> Result<WorkspacePath, FsError> {
         if input.contains('\0') {
             return Err(FsError::InvalidPath("path contains a NUL byte".into()));
         }
@@ -183,13 +187,13 @@ impl Workspace {
     }
 
     /// The boundary verdict every tool gives a path it may not open itself
-    /// (history filters, files to create, patch targets): [`Self::resolve`]'s
+    /// (history filters, files to create, patch targets): [`Self::resolve_lexically`]'s
     /// lexical checks, then the part of the path that exists is resolved
     /// beneath the root exactly as [`Self::open_beneath`] resolves it. A
     /// symlink that leaves the root is `SymlinkEscape`, a loop `SymlinkLoop`;
     /// a path whose tail does not exist yet passes.
-    pub fn check(&self, input: &str) -> Result<WorkspacePath, FsError> {
-        let path = self.resolve(input)?;
+    pub fn resolve_beneath(&self, input: &str) -> Result<WorkspacePath, FsError> {
+        let path = self.resolve_lexically(input)?;
         let mut probe = path.relative().to_path_buf();
         loop {
             match self.open_rel(&probe, OFlags::PATH | OFlags::CLOEXEC, &path) {
@@ -253,7 +257,7 @@ impl Workspace {
                 Err(e) => {
                     return Err(FsError::Io {
                         path: walked.to_string_lossy().into_owned(),
-                        message: std::io::Error::from(e).to_string(),
+                        source: e.into(),
                         transient: false,
                     });
                 }
@@ -274,7 +278,7 @@ impl Workspace {
             .root
             .join(path.relative())
             .canonicalize()
-            .map_err(|e| FsError::io(path.as_given(), &e))?;
+            .map_err(|e| FsError::io(path.as_given(), e))?;
         if !abs.starts_with(&self.root) {
             return Err(FsError::SymlinkEscape(path.as_given().to_owned()));
         }
@@ -316,7 +320,7 @@ fn errno_to_error(path: &WorkspacePath, e: Errno) -> FsError {
         Errno::NOTDIR => FsError::NotADirectory(p),
         other => FsError::Io {
             path: p,
-            message: std::io::Error::from(other).to_string(),
+            source: other.into(),
             transient: matches!(other, Errno::INTR | Errno::AGAIN),
         },
     }
@@ -335,7 +339,7 @@ pub(crate) fn open_beneath_walk(
     let escape = || FsError::SymlinkEscape(shown.clone());
     let io = |e: Errno| FsError::Io {
         path: shown.clone(),
-        message: std::io::Error::from(e).to_string(),
+        source: e.into(),
         transient: true,
     };
     let mut queue: std::collections::VecDeque<OsString> = components(rel);
@@ -425,14 +429,14 @@ mod tests {
     }
 
     fn read(w: &Workspace, p: &str) -> Result<String, FsError> {
-        let (mut f, _) = w.open_beneath(&w.resolve(p)?)?;
+        let (mut f, _) = w.open_beneath(&w.resolve_lexically(p)?)?;
         let mut s = String::new();
         f.read_to_string(&mut s).unwrap();
         Ok(s)
     }
 
     fn read_walk(w: &Workspace, p: &str) -> Result<String, FsError> {
-        let wp = w.resolve(p)?;
+        let wp = w.resolve_lexically(p)?;
         let fd = open_beneath_walk(w, wp.relative(), OFlags::RDONLY | OFlags::CLOEXEC)?;
         let mut s = String::new();
         File::from(fd).read_to_string(&mut s).unwrap();
@@ -440,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn check_judges_the_existing_part_of_a_path() {
+    fn resolve_beneath_judges_the_existing_part_of_a_path() {
         let (t, w) = ws();
         let root = w.root().to_path_buf();
         symlink(t.path().join("ws_evil"), root.join("out")).unwrap();
@@ -456,7 +460,7 @@ mod tests {
             "a.txt/x",
             ".",
         ] {
-            assert!(w.check(ok).is_ok(), "{ok}");
+            assert!(w.resolve_beneath(ok).is_ok(), "{ok}");
         }
         for escape in [
             "out",
@@ -466,15 +470,18 @@ mod tests {
             "dangling_out/x",
         ] {
             assert!(
-                matches!(w.check(escape), Err(FsError::SymlinkEscape(_))),
+                matches!(w.resolve_beneath(escape), Err(FsError::SymlinkEscape(_))),
                 "{escape}: {:?}",
-                w.check(escape)
+                w.resolve_beneath(escape)
             );
         }
-        assert!(matches!(w.check("loop1/x"), Err(FsError::SymlinkLoop(_))));
+        assert!(matches!(
+            w.resolve_beneath("loop1/x"),
+            Err(FsError::SymlinkLoop(_))
+        ));
         for absolute in ["./~/x", "sub/../C:/x", "./\\\\srv/x"] {
             assert!(
-                matches!(w.check(absolute), Err(FsError::Absolute(_))),
+                matches!(w.resolve_beneath(absolute), Err(FsError::Absolute(_))),
                 "{absolute}"
             );
         }
@@ -484,20 +491,38 @@ mod tests {
     fn lexical_refusals() {
         let (_t, w) = ws();
         assert!(matches!(
-            w.resolve("/etc/passwd"),
+            w.resolve_lexically("/etc/passwd"),
             Err(FsError::Absolute(_))
         ));
-        assert!(matches!(w.resolve("~/x"), Err(FsError::Absolute(_))));
-        assert!(matches!(w.resolve("C:\\x"), Err(FsError::Absolute(_))));
         assert!(matches!(
-            w.resolve("\\\\srv\\share"),
+            w.resolve_lexically("~/x"),
             Err(FsError::Absolute(_))
         ));
-        assert!(matches!(w.resolve("../x"), Err(FsError::Outside(_))));
-        assert!(matches!(w.resolve("sub/../../x"), Err(FsError::Outside(_))));
-        assert!(matches!(w.resolve("a\0b"), Err(FsError::InvalidPath(_))));
-        assert_eq!(w.resolve("./sub/../a.txt").unwrap().display(), "a.txt");
-        assert!(w.resolve(".").unwrap().is_root());
+        assert!(matches!(
+            w.resolve_lexically("C:\\x"),
+            Err(FsError::Absolute(_))
+        ));
+        assert!(matches!(
+            w.resolve_lexically("\\\\srv\\share"),
+            Err(FsError::Absolute(_))
+        ));
+        assert!(matches!(
+            w.resolve_lexically("../x"),
+            Err(FsError::Outside(_))
+        ));
+        assert!(matches!(
+            w.resolve_lexically("sub/../../x"),
+            Err(FsError::Outside(_))
+        ));
+        assert!(matches!(
+            w.resolve_lexically("a\0b"),
+            Err(FsError::InvalidPath(_))
+        ));
+        assert_eq!(
+            w.resolve_lexically("./sub/../a.txt").unwrap().display(),
+            "a.txt"
+        );
+        assert!(w.resolve_lexically(".").unwrap().is_root());
     }
 
     #[test]
@@ -531,7 +556,7 @@ mod tests {
         }
         // See: CVE-2025-53110 (prefix sibling): ../ws_evil is outside by component.
         assert!(matches!(
-            w.resolve("../ws_evil/s"),
+            w.resolve_lexically("../ws_evil/s"),
             Err(FsError::Outside(_))
         ));
     }

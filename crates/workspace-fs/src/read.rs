@@ -9,8 +9,9 @@ use crate::path::{Kind, Workspace, WorkspacePath};
 const BINARY_PROBE_BYTES: usize = 8 * 1024;
 const READ_BUFFER: usize = 64 * 1024;
 
-/// What to read.
+/// What to read; [`Default`] is the whole file from line 1, at most 128 KiB.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadRequest {
     /// First line (1-based).
     pub start_line: u64,
@@ -20,6 +21,17 @@ pub struct ReadRequest {
     pub max_lines: Option<u64>,
     /// Most content bytes.
     pub max_bytes: usize,
+}
+
+impl Default for ReadRequest {
+    fn default() -> Self {
+        Self {
+            start_line: 1,
+            end_line: None,
+            max_lines: None,
+            max_bytes: 128 * 1024,
+        }
+    }
 }
 
 /// Why fewer lines came back than the range asked for.
@@ -43,6 +55,7 @@ impl TruncatedBy {
 
 /// A read range and the file's full metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadOutcome {
     /// The lines, as UTF-8, with their own line endings.
     pub content: String,
@@ -93,7 +106,7 @@ pub fn read_file(
         Kind::Other => return Err(FsError::NotRegular(shown)),
     }
     let mut reader = BufReader::with_capacity(READ_BUFFER, file);
-    let io = |e: std::io::Error| FsError::io(&shown, &e);
+    let io = |e: std::io::Error| FsError::io(&shown, e);
     {
         let head = reader.fill_buf().map_err(io)?;
         if memchr::memchr(0, &head[..head.len().min(BINARY_PROBE_BYTES)]).is_some() {
@@ -389,7 +402,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(t.path().join("f.txt"), content).unwrap();
         let ws = Workspace::open(t.path()).unwrap();
-        let p = ws.resolve("f.txt").unwrap();
+        let p = ws.resolve_lexically("f.txt").unwrap();
         (t, ws, p)
     }
 
@@ -497,7 +510,7 @@ mod tests {
             Err(FsError::Binary(_))
         ));
         std::fs::write(t.path().join("latin1.txt"), b"ok\ncaf\xe9\n").unwrap();
-        let l = ws.resolve("latin1.txt").unwrap();
+        let l = ws.resolve_lexically("latin1.txt").unwrap();
         assert_eq!(
             read_file(&ws, &l, &req(1, None, None, 100)),
             Err(FsError::UnsupportedEncoding {
@@ -513,7 +526,7 @@ mod tests {
                 .content,
             "ok\n"
         );
-        let d = ws.resolve(".").unwrap();
+        let d = ws.resolve_lexically(".").unwrap();
         assert!(matches!(
             read_file(&ws, &d, &req(1, None, None, 100)),
             Err(FsError::IsDirectory(_))

@@ -12,11 +12,12 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::WalkState;
 
 use crate::error::FsError;
-use crate::list::{Globs, lock};
+use crate::list::{Globs, WalkWarning, lock};
 use crate::path::{Kind, Workspace, WorkspacePath};
 
-/// A search request.
+/// A search request; [`SearchRequest::new`] makes one with the defaults.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SearchRequest {
     /// The text or regex.
     pub query: String,
@@ -34,8 +35,25 @@ pub struct SearchRequest {
     pub max_preview_bytes: usize,
 }
 
+impl SearchRequest {
+    /// A literal, case-insensitive search for `query` in every file, without
+    /// context, at most 1,000 matches with previews of at most 512 bytes.
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            regex: false,
+            case_sensitive: false,
+            globs: Globs::default(),
+            context_lines: 0,
+            max_results: 1_000,
+            max_preview_bytes: 512,
+        }
+    }
+}
+
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TextMatch {
     /// Workspace-relative path.
     pub path: String,
@@ -55,6 +73,7 @@ pub struct TextMatch {
 
 /// The result of a search.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SearchOutcome {
     /// Matches sorted by path and line, at most `max_results`.
     pub matches: Vec<TextMatch>,
@@ -71,7 +90,7 @@ pub struct SearchOutcome {
     /// Binary files skipped.
     pub binary_files_skipped: usize,
     /// Unreadable entries and similar.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<WalkWarning>,
 }
 
 struct Shared<'a> {
@@ -81,7 +100,7 @@ struct Shared<'a> {
     stop: AtomicBool,
     searched: AtomicUsize,
     binary: AtomicUsize,
-    warnings: Mutex<Vec<String>>,
+    warnings: Mutex<Vec<WalkWarning>>,
 }
 
 /// Per-file results in path order, and how far the finished prefix reaches.
@@ -249,7 +268,7 @@ fn candidate_files(
                     }
                 }
                 Ok(_) => {}
-                Err(err) => lock(&shared.warnings).push(err.to_string()),
+                Err(err) => lock(&shared.warnings).push(WalkWarning::Walk(err.to_string())),
             }
             WalkState::Continue
         })
@@ -269,7 +288,7 @@ fn search_one(
         Ok((f, Kind::File)) => f,
         Ok(_) => return (Vec::new(), false),
         Err(e) => {
-            lock(&shared.warnings).push(e.to_string());
+            lock(&shared.warnings).push(WalkWarning::Refused(e));
             return (Vec::new(), false);
         }
     };
@@ -285,7 +304,10 @@ fn search_one(
         cut: false,
     };
     if let Err(e) = searcher.search_file(&shared.matcher, &file, &mut sink) {
-        lock(&shared.warnings).push(format!("{}: {e}", path.display()));
+        lock(&shared.warnings).push(WalkWarning::Search {
+            path: path.display(),
+            error: e.into(),
+        });
     }
     if sink.binary {
         shared.binary.fetch_add(1, Ordering::Relaxed);
@@ -432,7 +454,7 @@ mod tests {
     }
 
     fn run(w: &Workspace, r: &SearchRequest) -> SearchOutcome {
-        search_text(w, &w.resolve(".").unwrap(), r).unwrap()
+        search_text(w, &w.resolve_lexically(".").unwrap(), r).unwrap()
     }
 
     #[test]
@@ -459,7 +481,7 @@ mod tests {
         let mut bad = req("a(");
         bad.regex = true;
         assert!(matches!(
-            search_text(&w, &w.resolve(".").unwrap(), &bad),
+            search_text(&w, &w.resolve_lexically(".").unwrap(), &bad),
             Err(FsError::InvalidPattern { kind: "regex", .. })
         ));
     }
@@ -509,7 +531,12 @@ mod tests {
         g.globs = Globs::new(&["*.dat".into()], &[]).unwrap();
         assert!(run(&w, &g).matches.is_empty());
         // A single file path searches that file.
-        let o = search_text(&w, &w.resolve("long.txt").unwrap(), &req("needle")).unwrap();
+        let o = search_text(
+            &w,
+            &w.resolve_lexically("long.txt").unwrap(),
+            &req("needle"),
+        )
+        .unwrap();
         assert_eq!(o.files_searched, 1);
     }
 
@@ -555,7 +582,7 @@ mod tests {
             (run(&w, &r).total_matches, run(&w, &r).total_exact),
             (180, true)
         );
-        let one = search_text(&w, &w.resolve(expected[0]).unwrap(), &{
+        let one = search_text(&w, &w.resolve_lexically(expected[0]).unwrap(), &{
             let mut r = req("hit");
             r.max_results = 1;
             r

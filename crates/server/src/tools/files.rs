@@ -1,18 +1,17 @@
 //! Adapters of the file tools: decode, call `ctm-workspace-fs` on a blocking
 //! thread, render.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use base64::Engine as _;
 use ctm_workspace_fs::{
-    Entry, FilesRequest, FsError, Globs, ImageRequest, ListRequest, ReadRequest, SearchRequest,
-    SortKey, TruncatedBy, Workspace, WorkspacePath,
+    Entry, FilesRequest, FsError, Globs, ImageRequest, ImageWarning, ListRequest, ReadRequest,
+    SearchRequest, SortKey, TruncatedBy, WalkWarning, Workspace, WorkspacePath,
 };
 use serde_json::{Map, Value, json};
 
 use crate::args::Args;
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{fs_error, join_error};
+use crate::timestamp;
 
 /// Runs `f` with a resolved path on a blocking thread.
 async fn blocking<T: Send + 'static>(
@@ -23,7 +22,7 @@ async fn blocking<T: Send + 'static>(
     let ws = ws.clone();
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
-        let p = ws.resolve(&path)?;
+        let p = ws.resolve_lexically(&path)?;
         f(&ws, &p)
     })
     .await
@@ -48,12 +47,11 @@ fn obj(v: Value) -> Map<String, Value> {
 
 pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
-    let req = ReadRequest {
-        start_line: args.int("start_line"),
-        end_line: args.u64("end_line"),
-        max_lines: args.u64("max_lines"),
-        max_bytes: args.size("max_bytes"),
-    };
+    let mut req = ReadRequest::default();
+    req.start_line = args.int("start_line");
+    req.end_line = args.u64("end_line");
+    req.max_lines = args.u64("max_lines");
+    req.max_bytes = args.size("max_bytes");
     // A continuation stays inside the range asked for: to `end_line`, or
     // `max_lines` from the start; `max_lines` beside an `end_line` is the
     // page size, and stays too.
@@ -201,7 +199,7 @@ fn entry_json(e: &Entry) -> Value {
         "path": e.path,
         "type": e.kind.as_str(),
         "size_bytes": e.size_bytes,
-        "modified": e.modified.map(rfc3339),
+        "modified": e.modified.map(timestamp::utc),
         "is_hidden": e.is_hidden,
         "is_ignored": e.is_ignored,
         "depth": e.depth,
@@ -210,14 +208,13 @@ fn entry_json(e: &Entry) -> Value {
 
 pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or(".").to_owned();
-    let req = ListRequest {
-        recursive: args.bool("recursive"),
-        max_depth: args.size("max_depth"),
-        max_entries: args.size("max_entries"),
-        include_hidden: args.bool("include_hidden"),
-        include_ignored: args.bool("include_ignored"),
-        sort: sort_key(args.str("sort")),
-    };
+    let mut req = ListRequest::default();
+    req.recursive = args.bool("recursive");
+    req.max_depth = args.size("max_depth");
+    req.max_entries = args.size("max_entries");
+    req.include_hidden = args.bool("include_hidden");
+    req.include_ignored = args.bool("include_ignored");
+    req.sort = sort_key(args.str("sort"));
     let max = req.max_entries;
     let l = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::list_dir(ws, p, &req)
@@ -245,7 +242,7 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
         ));
     }
     let entries: Vec<Value> = l.entries.iter().map(entry_json).collect();
-    let mut warnings = l.warnings;
+    let mut warnings = walk_warnings(&l.warnings);
     if l.truncated {
         warnings.insert(0, "entry limit reached".to_owned());
     }
@@ -297,11 +294,11 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
                 "path": e.path,
                 "type": e.kind.as_str(),
                 "size_bytes": e.size_bytes,
-                "modified": e.modified.map(rfc3339),
+                "modified": e.modified.map(timestamp::utc),
             })
         })
         .collect();
-    let mut warnings = l.warnings;
+    let mut warnings = walk_warnings(&l.warnings);
     if l.truncated {
         warnings.insert(0, "result limit reached".to_owned());
     }
@@ -321,15 +318,13 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
     let query = args.str("query").unwrap_or_default().to_owned();
     let mut include = args.strings("include_globs");
     include.extend(args.str("glob").map(str::to_owned));
-    let req = SearchRequest {
-        query: query.clone(),
-        regex: args.bool("regex"),
-        case_sensitive: args.bool("case_sensitive"),
-        globs: globs(include, args.strings("exclude_globs"))?,
-        context_lines: args.size("context_lines"),
-        max_results: args.size("max_results"),
-        max_preview_bytes: args.size("max_preview_bytes"),
-    };
+    let mut req = SearchRequest::new(query.clone());
+    req.regex = args.bool("regex");
+    req.case_sensitive = args.bool("case_sensitive");
+    req.globs = globs(include, args.strings("exclude_globs"))?;
+    req.context_lines = args.size("context_lines");
+    req.max_results = args.size("max_results");
+    req.max_preview_bytes = args.size("max_preview_bytes");
     let (max, regex, case_sensitive) = (req.max_results, req.regex, req.case_sensitive);
     let o = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::search_text(ws, p, &req)
@@ -380,7 +375,7 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
             })
         })
         .collect();
-    let mut warnings = o.warnings;
+    let mut warnings = walk_warnings(&o.warnings);
     if o.truncated {
         warnings.insert(0, "result limit reached".to_owned());
     }
@@ -411,12 +406,11 @@ pub async fn view_image(
     ctx: &ctm_protocol_eras::RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").unwrap_or_default().to_owned();
-    let req = ImageRequest {
-        max_bytes: args.size("max_bytes"),
-        max_width: u32::try_from(args.int("max_width")).unwrap_or(u32::MAX),
-        max_height: u32::try_from(args.int("max_height")).unwrap_or(u32::MAX),
-        auto_resize: args.bool("auto_resize"),
-    };
+    let mut req = ImageRequest::default();
+    req.max_bytes = args.size("max_bytes");
+    req.max_width = u32::try_from(args.int("max_width")).unwrap_or(u32::MAX);
+    req.max_height = u32::try_from(args.int("max_height")).unwrap_or(u32::MAX);
+    req.auto_resize = args.bool("auto_resize");
     let wait = std::time::Duration::from_secs(ctx.wait_budget.effective_secs);
     let permit = super::decode_slots::acquire(slots, wait, &ctx.cancel).await?;
     let o = blocking(ws, &path, move |ws, p| {
@@ -451,7 +445,7 @@ pub async fn view_image(
             "height": o.original_height,
             "mime_type": o.original_media_type,
         },
-        "warnings": o.warnings,
+        "warnings": o.warnings.iter().map(image_warning).collect::<Vec<_>>(),
     }));
     Ok(ToolSuccess {
         text,
@@ -460,45 +454,34 @@ pub async fn view_image(
     })
 }
 
-/// RFC 3339 UTC with microseconds, from the Unix epoch; whole seconds
-/// have no fraction, as the reference (Python's `isoformat`) writes them.
-pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (year, month, day, h, m, s) = civil(i64::try_from(d.as_secs()).unwrap_or(0));
-    let fraction = match d.subsec_micros() {
-        0 => String::new(),
-        us => format!(".{us:06}"),
-    };
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}{fraction}Z")
+/// The words of a walk's warnings, in order.
+fn walk_warnings(warnings: &[WalkWarning]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|w| match w {
+            WalkWarning::Walk(message) => message.clone(),
+            WalkWarning::Refused(e) => e.to_string(),
+            WalkWarning::Search { path, error } => format!("{path}: {error}"),
+            WalkWarning::SortStopped { by, scanned } => format!(
+                "sorting by {} stopped after {scanned} entries; list a smaller directory",
+                if *by == SortKey::Type {
+                    "type"
+                } else {
+                    "modified"
+                }
+            ),
+            other => format!("{other:?}"),
+        })
+        .collect()
 }
 
-/// Year, month, day, hour, minute, second of a Unix time (civil-from-days).
-pub fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn rfc3339_dates() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = UNIX_EPOCH + Duration::new(1_709_251_199, 500_000);
-        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.000500Z");
-        let t = UNIX_EPOCH + Duration::from_secs(4_102_444_800);
-        assert_eq!(rfc3339(t), "2100-01-01T00:00:00Z");
+/// The words of what resizing changed.
+fn image_warning(w: &ImageWarning) -> String {
+    match w {
+        ImageWarning::FirstFrameOnly => {
+            "animated GIFs are shown as their first frame when resized".to_owned()
+        }
+        ImageWarning::Reencoded { from, to } => format!("re-encoded from {from} to {to}"),
+        other => format!("{other:?}"),
     }
 }

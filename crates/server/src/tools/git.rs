@@ -1,7 +1,10 @@
 //! Adapters of the git tools (gix, on blocking threads).
 
 use crate::server::Server;
-use ctm_git_tools::{DiffOptions, DiffOutcome, GitError, GitRepo};
+use ctm_git_tools::{
+    BlameOptions, DiffOptions, DiffOutcome, GitError, GitRepo, LogOptions, StatusOptions,
+    WorkingChanges, WorkingDiff,
+};
 use serde_json::{Map, Value, json};
 
 use ctm_workspace_fs::{FsError, Kind};
@@ -9,35 +12,20 @@ use ctm_workspace_fs::{FsError, Kind};
 use crate::args::Args;
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
+use crate::timestamp;
 
 /// The least time a git operation gets before the call gives up on it (and
 /// at least twice the deployment wait budget).
 const GIT_DEADLINE_SECS: u64 = 10;
 
-/// Runs `f` on the workspace's repository on a blocking thread; the
-/// repository is opened once and shared (gix re-reads refs and the index).
+/// Runs `f` on the workspace's repository (opened once, run confined:
+/// see [`ctm_git_tools::RepoCache`]) on a blocking thread.
 async fn with_repo<T: Send + 'static>(
     server: &Server,
     f: impl FnOnce(&GitRepo) -> Result<T, GitError> + Send + 'static,
 ) -> Result<T, ToolError> {
-    let cached = server.git.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let ws = server.workspace.clone();
-    // Opening and every operation run confined (commands can write .git).
-    let op = tokio::task::spawn_blocking(move || {
-        ctm_git_tools::confined(&ws, || {
-            let repo = match cached {
-                Some(r) => r,
-                None => match GitRepo::open(&ws) {
-                    Ok(r) => r,
-                    Err(e) => return (Err(e), None),
-                },
-            };
-            if let Err(e) = repo.check_special_files() {
-                return (Err(e), Some(repo));
-            }
-            (f(&repo), Some(repo))
-        })
-    });
+    let cache = server.git.clone();
+    let op = tokio::task::spawn_blocking(move || cache.with_repo(f));
     // A file in .git that never finishes reading (a FIFO made after the
     // check, a hung network file system) must not hold the call forever;
     // the thread is left to finish or hang on its own.
@@ -48,14 +36,10 @@ async fn with_repo<T: Send + 'static>(
             .saturating_mul(2)
             .max(GIT_DEADLINE_SECS),
     );
-    let (result, opened) = match tokio::time::timeout(bound, op).await {
-        Ok(joined) => joined.map_err(|e| join_error(&e))?,
-        Err(_) => return Err(git_stuck(bound.as_secs())),
-    };
-    if let Some(r) = opened {
-        *server.git.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    match tokio::time::timeout(bound, op).await {
+        Ok(joined) => joined.map_err(|e| join_error(&e))?.map_err(git_error),
+        Err(_) => Err(git_stuck(bound.as_secs())),
     }
-    result.map_err(git_error)
 }
 
 /// What `path` is in the working tree; `None` when nothing is there.
@@ -63,7 +47,7 @@ async fn worktree_kind(server: &Server, path: &str) -> Result<Option<Kind>, Tool
     let ws = server.workspace.clone();
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
-        let p = ws.resolve(&path)?;
+        let p = ws.resolve_lexically(&path)?;
         match ws.open_beneath(&p) {
             Ok((_, kind)) => Ok(Some(kind)),
             Err(FsError::NotFound(_) | FsError::NotADirectory(_)) => Ok(None),
@@ -115,10 +99,12 @@ fn porcelain(c: char) -> char {
 
 pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
-    let untracked = args.bool("include_untracked");
     let max = args.size("max_entries");
-    let filter = path.clone();
-    let s = with_repo(server, move |r| r.status(filter.as_deref(), untracked, max)).await?;
+    let mut opts = StatusOptions::default()
+        .include_untracked(args.bool("include_untracked"))
+        .max_entries(max);
+    opts.path = path.clone();
+    let s = with_repo(server, move |r| r.status(&opts)).await?;
     refuse_missing(server, path.as_deref(), s.entries.is_empty()).await?;
     let xy = |e: &ctm_git_tools::StatusEntry| {
         format!("{}{}", porcelain(e.staged), porcelain(e.unstaged))
@@ -248,21 +234,13 @@ fn truncation(st: &mut Map<String, Value>, text: &str, truncated: bool, warning:
     );
 }
 
-fn left_out(d: &DiffOutcome) -> Vec<String> {
-    d.files
-        .iter()
-        .filter(|f| !f.included)
-        .map(|f| f.path.clone())
-        .collect()
-}
-
 /// The model-facing hint of a cut diff; `call` renders the continuation
 /// for the files left out.
 fn omitted_hint(d: &DiffOutcome, tool: &str, call: impl Fn(&[String]) -> String) -> Option<String> {
     if !d.truncated {
         return None;
     }
-    let left = left_out(d);
+    let left = d.omitted_paths();
     Some(if left.is_empty() {
         format!(
             "[truncated by max_bytes: the file is longer than the budget; raise max_bytes (up to 1048576) or lower context_lines in {tool}]"
@@ -280,32 +258,21 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     let paths = paths_of(args);
     let staged = args.bool("staged");
     let unstaged = args.bool("unstaged");
-    let opts = DiffOptions {
-        context_lines: u32::try_from(args.int("context_lines")).unwrap_or(3),
-        max_bytes: args.size("max_bytes"),
+    let opts = diff_options(args);
+    let changes = match (unstaged, staged) {
+        (true, true) => Some(WorkingChanges::Both),
+        (true, false) => Some(WorkingChanges::Unstaged),
+        (false, true) => Some(WorkingChanges::Staged),
+        (false, false) => None,
     };
     // Unstaged first, as the reference concatenates them.
-    let (u, s) = with_repo(server, move |r| {
-        let u = if unstaged {
-            Some(r.diff_unstaged(&paths, opts)?)
-        } else {
-            None
-        };
-        let budget = opts
-            .max_bytes
-            .saturating_sub(u.as_ref().map_or(0, |d| d.text.len()));
-        let s = if staged {
-            Some(r.diff_staged(
-                &paths,
-                DiffOptions {
-                    max_bytes: budget,
-                    ..opts
-                },
-            )?)
-        } else {
-            None
-        };
-        Ok((u, s))
+    let WorkingDiff {
+        unstaged: u,
+        staged: s,
+        ..
+    } = with_repo(server, move |r| match changes {
+        Some(c) => r.diff_working(c, &paths, opts),
+        None => Ok(WorkingDiff::default()),
     })
     .await?;
     let mut text = String::new();
@@ -349,17 +316,16 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     Ok(ok(text.trim_end().to_owned(), st))
 }
 
-/// ISO 8601 with the author's offset, as `git log --date=iso-strict`.
+/// The context lines and byte budget of a diff.
+fn diff_options(args: &Args) -> DiffOptions {
+    DiffOptions::default()
+        .context_lines(u32::try_from(args.int("context_lines")).unwrap_or(3))
+        .max_bytes(args.size("max_bytes"))
+}
+
+/// A date with the author's offset, as `git log --date=iso-strict`.
 fn iso_strict(secs: i64, offset: i32) -> String {
-    let (y, mo, d, h, mi, s) = super::files::civil(secs + i64::from(offset));
-    let sign = if offset < 0 { '-' } else { '+' };
-    let off = offset.unsigned_abs();
-    let zone = if offset == 0 {
-        "Z".to_owned()
-    } else {
-        format!("{sign}{:02}:{:02}", off / 3600, off % 3600 / 60)
-    };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{zone}")
+    timestamp::rfc3339(secs, 0, offset)
 }
 
 fn commit_json(c: &ctm_git_tools::CommitInfo) -> Value {
@@ -387,8 +353,10 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
     let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
     let skip = args.size("skip");
     let max = args.size("max_count");
-    let (rev2, path2) = (rev.clone(), path.clone());
-    let log = with_repo(server, move |r| r.log(&rev2, path2.as_deref(), skip, max)).await?;
+    let mut opts = LogOptions::default().skip(skip).max_count(max);
+    opts.path = path.clone();
+    let rev2 = rev.clone();
+    let log = with_repo(server, move |r| r.log(&rev2, &opts)).await?;
     refuse_missing(server, path.as_deref(), log.commits.is_empty() && skip == 0).await?;
     let mut text: String = log
         .commits
@@ -439,19 +407,16 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
         .map(str::to_owned);
     let paths = args.strings("paths");
     let include_diff = args.bool("include_diff");
-    let opts = DiffOptions {
-        context_lines: u32::try_from(args.int("context_lines")).unwrap_or(3),
-        max_bytes: args.size("max_bytes"),
-    };
+    let opts = diff_options(args);
     let rev2 = rev.clone();
     enum Shown {
-        File(Vec<u8>),
+        File(ctm_git_tools::FileAtRevision),
         Commit(Box<(ctm_git_tools::CommitInfo, DiffOutcome)>),
     }
     let shown = with_repo(server, move |r| {
         if let Some(p) = &path {
-            match r.file_at(&rev2, p) {
-                Ok(bytes) => return Ok(Shown::File(bytes)),
+            match r.show_file(&rev2, p, opts.max_bytes) {
+                Ok(file) => return Ok(Shown::File(file)),
                 Err(GitError::PathNotInRevision { .. }) if paths.is_empty() => {}
                 Err(e) => return Err(e),
             }
@@ -463,18 +428,10 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     })
     .await?;
     match shown {
-        Shown::File(bytes) => {
-            if bytes[..bytes.len().min(8000)].contains(&0) {
-                return Err(git_error(GitError::Binary(
-                    args.str("path").unwrap_or_default().to_owned(),
-                )));
-            }
-            let total = bytes.len();
+        Shown::File(file) => {
+            let total = file.total_bytes;
             let max = opts.max_bytes;
-            let text_all = String::from_utf8_lossy(&bytes).into_owned();
-            let cut = text_all.floor_char_boundary(total.min(max));
-            let content = text_all[..cut].to_owned();
-            let truncated = cut < text_all.len();
+            let (content, truncated) = (file.content, file.truncated);
             let mut text = content.clone();
             if truncated {
                 text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
@@ -510,7 +467,7 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
             if include_diff {
                 content.push('\n');
                 content.push_str(&diff.text);
-                let left = left_out(&diff);
+                let left = diff.omitted_paths();
                 // The next page keeps what selects the data: the revision,
                 // and the diff's shape.
                 let mut a = Map::new();
@@ -569,8 +526,9 @@ pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, Tool
         .u64("end_line")
         .map(|e| u32::try_from(e).unwrap_or(u32::MAX));
     let max = u32::try_from(args.int("max_lines")).unwrap_or(1000);
-    let (p2, r2) = (path.clone(), rev.clone());
-    let b = match with_repo(server, move |r| r.blame(&p2, &r2, start, end, max)).await {
+    let opts = BlameOptions::default().lines(start, end).max_lines(max);
+    let (r2, p2) = (rev.clone(), path.clone());
+    let b = match with_repo(server, move |r| r.blame(&r2, &p2, &opts)).await {
         Ok(b) => b,
         Err(e) if e.code == ErrorCode::NotFound => {
             return Err(blame_missing(server, &path, &rev, e).await);
@@ -648,20 +606,5 @@ async fn blame_missing(server: &Server, path: &str, rev: &str, not_found: ToolEr
             "Only committed files have a blame; commit it first, or name a revision that has it (git_log(path=...) lists them).",
         ),
         Err(_) => not_found,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::iso_strict;
-
-    #[test]
-    fn dates_as_git_iso_strict() {
-        assert_eq!(iso_strict(0, 0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso_strict(1_709_251_199, 3600), "2024-03-01T00:59:59+01:00");
-        assert_eq!(
-            iso_strict(1_709_251_199, -16_200),
-            "2024-02-29T19:29:59-04:30"
-        );
     }
 }

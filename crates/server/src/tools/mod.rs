@@ -9,7 +9,6 @@ mod request_permissions;
 mod server_info;
 
 pub use decode_slots::{MAX_CONCURRENT_DECODES, new_slots as new_decode_slots};
-pub use files::rfc3339;
 
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value};

@@ -234,7 +234,7 @@ pub fn run(server: &Server) -> ToolSuccess {
             "root_instruction_file_details": files,
             "nested_instruction_files": ctx.nested,
             "nested_index_truncated": ctx.nested_truncated,
-            "warnings": ctx.warnings,
+            "warnings": ctx.warnings.iter().map(crate::server::context_warning).collect::<Vec<_>>(),
             "instructions_bytes": instructions.len(),
         }),
     );
