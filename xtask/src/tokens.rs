@@ -1079,16 +1079,18 @@ fn facts(call: &Call) -> Vec<(String, bool)> {
     f
 }
 
-/// Whether every non-empty line of `body` is in `text`.
+/// Whether every non-empty line of `body` is a line of `text`, or ends
+/// one (after a prefix such as `path:line:` or a blame's commit).
 fn lines_present(what: &str, text: &str, body: &str) -> (String, bool) {
-    let whole = body.trim_end_matches(['\n', '\r']);
-    if text.contains(whole) {
-        return (format!("every {what}"), true);
-    }
+    let text_lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let exact: std::collections::HashSet<&str> = text_lines.iter().copied().collect();
     let lines = body.lines().count();
     for l in body.lines() {
         let l = l.trim_end_matches('\r');
-        if !l.trim().is_empty() && !text.contains(l) {
+        if l.trim().is_empty() || exact.contains(l) {
+            continue;
+        }
+        if !text_lines.iter().any(|t| t.ends_with(l)) {
             return (format!("{what} {l:?} (of {lines})"), false);
         }
     }
@@ -1365,5 +1367,110 @@ fn parity_cell(c: &Call) -> String {
         format!("{} ok", c.facts)
     } else {
         format!("MISSING: {}", c.missing.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(tool: &str, text: &str, structured: Value, is_error: bool) -> Call {
+        Call {
+            n: 1,
+            step: "test",
+            tool: tool.into(),
+            args: json!({}),
+            bulk: false,
+            text: text.into(),
+            text_bytes: text.len(),
+            structured_bytes: structured.to_string().len(),
+            image_bytes: 0,
+            is_error,
+            rpc_error: false,
+            structured,
+            missing: Vec::new(),
+            facts: 0,
+            unexpected: None,
+        }
+    }
+
+    fn missing(c: &Call) -> Vec<String> {
+        facts(c)
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(w, _)| w)
+            .collect()
+    }
+
+    #[test]
+    fn an_exit_code_only_in_structured_content_is_missing() {
+        let s = json!({"ok": true, "status": "exited", "exit_code": 1, "signal": null, "stdout": "", "stderr": "boom\n"});
+        assert!(
+            missing(&call(
+                "exec_command",
+                "Status: exited | exit code 1\nstderr:\nboom",
+                s.clone(),
+                false
+            ))
+            .is_empty()
+        );
+        assert_eq!(
+            missing(&call(
+                "exec_command",
+                "Status: exited\nboom",
+                s.clone(),
+                false
+            )),
+            ["exit code 1"]
+        );
+        assert_eq!(
+            missing(&call(
+                "exec_command",
+                "Status: exited | exit code 1",
+                s,
+                false
+            ))
+            .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_error_needs_its_code_category_and_retryability() {
+        let s = json!({"ok": false, "error": {"code": "NOT_FOUND", "category": "not_found", "retryable": false}});
+        let full = "NOT_FOUND: no such file\nCategory: not_found. Retryable: no.";
+        assert!(missing(&call("read_file", full, s.clone(), true)).is_empty());
+        assert_eq!(
+            missing(&call(
+                "read_file",
+                "NOT_FOUND: no such file",
+                s.clone(),
+                true
+            )),
+            ["error category not_found", "retryable false"]
+        );
+        // A wrong retryability is as bad as none.
+        let wrong = "NOT_FOUND: no such file\nCategory: not_found. Retryable: yes.";
+        assert_eq!(
+            missing(&call("read_file", wrong, s, true)),
+            ["retryable false"]
+        );
+    }
+
+    #[test]
+    fn a_continuation_needs_every_argument() {
+        let s = json!({"ok": true, "content": "a\nb\n", "next_action": {"tool": "read_file", "arguments": {"path": "x.py", "start_line": 3, "max_bytes": 4}}});
+        let full = "a\nb\n[continue with read_file(path=\"x.py\", start_line=3, max_bytes=4)]";
+        assert!(missing(&call("read_file", full, s.clone(), false)).is_empty());
+        let short = "a\nb\n[continue with read_file(path=\"x.py\", start_line=3)]";
+        assert_eq!(
+            missing(&call("read_file", short, s.clone(), false)).len(),
+            1
+        );
+        let no_lines = "a\n[continue with read_file(path=\"x.py\", start_line=3, max_bytes=4)]";
+        assert_eq!(
+            missing(&call("read_file", no_lines, s, false)),
+            ["line read \"b\" (of 2)"]
+        );
     }
 }
