@@ -31,7 +31,9 @@
 //! With `--peer CMD` the same session runs against another server (a fresh
 //! copy of the repository; `{ws}` in CMD is the workspace, and without it
 //! `--stdio --workspace {ws}` is appended) and the ratios ours/peer are
-//! printed. A JSON report goes to `target/tokens.json`.
+//! printed. A JSON report goes to `target/tokens.json`. `--budgets` also
+//! checks our run against the budgets of issue 19 and fails when one is
+//! exceeded.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,6 +49,17 @@ const LARGE_FILE: &str = "src/tables.py";
 const LARGE_FILE_BYTES: usize = 234_000;
 const SEED: u64 = 0x70c3_2026;
 
+/// The budgets of issue 19 (item 2), checked with `--budgets`: the catalog
+/// at most 8,000 B; the small results' content text at most 0.8x and their
+/// structuredContent at most 0.9x the first measurement (2026-11-30, main at
+/// fe566c1: 7,448 B and 40,954 B); no more calls than then (38, of which 2
+/// for the polled command).
+const BUDGET_CATALOG: usize = 8_000;
+const BASELINE_SMALL_TEXT: usize = 7_448;
+const BASELINE_SMALL_STRUCTURED: usize = 40_954;
+const BASELINE_CALLS: usize = 38;
+const BASELINE_POLLED_CALLS: usize = 2;
+
 /// A 8x8 grayscale PNG (105 bytes) for view_image.
 const LOGO_PNG: [u8; 105] = [
     137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 8, 0, 0, 0, 8, 8, 0, 0,
@@ -58,10 +71,12 @@ const LOGO_PNG: [u8; 105] = [
 
 pub fn run(args: &[String]) -> Result<()> {
     let mut peer: Option<String> = None;
+    let mut budgets = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--peer" => peer = Some(it.next().context("--peer CMD")?.clone()),
+            "--budgets" => budgets = true,
             other => bail!("unknown tokens argument: {other}"),
         }
     }
@@ -112,11 +127,18 @@ pub fn run(args: &[String]) -> Result<()> {
     };
 
     print_report(&ours, theirs.as_ref());
+    let over = if budgets {
+        check_budgets(&ours)
+    } else {
+        Vec::new()
+    };
     let json_path = target_dir().join("tokens.json");
     let report = json!({
         "ours": ours.to_json(),
         "peer": theirs.as_ref().map(Run::to_json),
         "peer_command": peer,
+        "budgets_checked": budgets,
+        "over_budget": over,
     });
     std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
     println!("\nJSON report: {}", json_path.display());
@@ -135,14 +157,58 @@ pub fn run(args: &[String]) -> Result<()> {
                 .map(|u| format!("call {} {}: {u}", c.n, c.tool))
         }))
         .collect();
-    if !missing.is_empty() {
-        bail!(
-            "information parity failed ({} problem(s)):\n  {}",
+    match (missing.is_empty(), over.is_empty()) {
+        (true, true) => Ok(()),
+        (false, _) => bail!(
+            "information parity failed ({} problem(s)):\n  {}{}",
             missing.len(),
-            missing.join("\n  ")
-        );
+            missing.join("\n  "),
+            if over.is_empty() {
+                String::new()
+            } else {
+                format!("\nand over budget:\n  {}", over.join("\n  "))
+            }
+        ),
+        (true, false) => bail!("over budget:\n  {}", over.join("\n  ")),
     }
-    Ok(())
+}
+
+/// Prints the budgets against our run; returns the ones exceeded.
+fn check_budgets(ours: &Run) -> Vec<String> {
+    let rows = [
+        ("catalog", BUDGET_CATALOG, ours.catalog_bytes()),
+        (
+            "small-result content text (0.8x the baseline)",
+            BASELINE_SMALL_TEXT * 8 / 10,
+            ours.text(Some(false)),
+        ),
+        (
+            "small-result structuredContent (0.9x the baseline)",
+            BASELINE_SMALL_STRUCTURED * 9 / 10,
+            ours.structured(Some(false)),
+        ),
+        ("calls in the session", BASELINE_CALLS, ours.count(None)),
+        (
+            "calls for the polled 2 s command",
+            BASELINE_POLLED_CALLS,
+            ours.polled_calls,
+        ),
+    ];
+    println!("\n## Budgets (issue 19)\n");
+    println!("| budget | limit | measured | |");
+    println!("|---|---:|---:|---|");
+    let mut over = Vec::new();
+    for (what, limit, measured) in rows {
+        let ok = measured <= limit;
+        println!(
+            "| {what} | {limit} | {measured} | {} |",
+            if ok { "ok" } else { "OVER" }
+        );
+        if !ok {
+            over.push(format!("{what}: {measured} > {limit}"));
+        }
+    }
+    over
 }
 
 // ---------------------------------------------------------------------------
