@@ -16,6 +16,12 @@
 //!   binary on a fixture project.
 //! * `load [--secs N] [--clients N]` — N HTTP clients mixing every kind of
 //!   tool against one server: requests, errors, p99, lost patches, peak RSS.
+//! * `tokens [--peer CMD] [--budgets]` — the bytes the model reads (catalog,
+//!   instructions, every result's content text and structuredContent) over
+//!   one scripted coding session through the real binary, with information
+//!   parity checked per call; with `--peer`, the same session against
+//!   another server and the ratios; `--budgets` fails when our run
+//!   exceeds the budgets of issue 19.
 //! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
 //!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
@@ -33,6 +39,7 @@ mod harness;
 mod load;
 mod peer;
 mod schema;
+mod tokens;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -43,7 +50,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | fuzz [--secs N] [--only T]>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T]>"
         );
     };
     match cmd.as_str() {
@@ -54,6 +61,7 @@ fn main() -> Result<()> {
         "loop" => harness::run(rest),
         "load" => load::run(rest),
         "fuzz" => fuzz::run(rest),
+        "tokens" => tokens::run(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }
