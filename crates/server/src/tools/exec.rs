@@ -760,7 +760,7 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
     if let Some(n) = next {
         let action = json!({"tool": "read_output", "arguments": {"output_ref": stream_ref, "offset": n, "limit": limit}});
         text.push_str(&format!(
-            "\n[more: read_output(output_ref=\"{stream_ref}\", offset={n})]"
+            "\n[more: read_output(output_ref=\"{stream_ref}\", offset={n}, limit={limit})]"
         ));
         st.insert("next_action".into(), action);
     }
