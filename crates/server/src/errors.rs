@@ -447,6 +447,19 @@ fn permission_diagnostic(permission: &str, evidence: &str) -> Option<serde_json:
     Some(d)
 }
 
+/// A command that could not be started (`error`: why, without the prefix
+/// of `msg`).
+fn spawn_failed(msg: String, why: &str) -> ToolError {
+    err_as(
+        ErrorCode::InternalError,
+        Category::Runtime,
+        false,
+        msg,
+        json!({"reason": "spawn_failed", "error": why}),
+        "The command could not be started; check that /bin/sh exists and the workdir is usable.",
+    )
+}
+
 /// Maps an exec-runtime error. Launch and policy failures carry `status: "failed"`.
 pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
     let msg = e.to_string();
@@ -532,18 +545,12 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             refusal
         }
         ExecError::Workdir(fs) => fs_error(fs),
-        ExecError::Spawn(why) => err_as(
-            ErrorCode::InternalError,
-            Category::Runtime,
-            false,
-            msg,
-            json!({"reason": "spawn_failed", "error": why}),
-            "The command could not be started; check that /bin/sh exists and the workdir is usable.",
-        ),
+        ExecError::Spawn { source } => spawn_failed(msg, &source.to_string()),
+        ExecError::ShuttingDown => spawn_failed(msg, "the server is shutting down"),
         ExecError::RuntimeDir(why) => err(
             ErrorCode::RuntimeDirUnwritable,
             msg,
-            json!({"error": why}),
+            json!({"error": why.to_string()}),
             "The server could not create its private runtime directory (TMPDIR); the operator must fix it.",
         ),
         ExecError::Unrepresentable(why) => err(
@@ -557,6 +564,16 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             msg,
             json!({"reason": "invalid_output_ref", "output_ref": r}),
             "Use an output_ref from a command result, e.g. command:<id>:stdout.",
+        ),
+        // `ExecError` is `#[non_exhaustive]`; every variant of this version
+        // is mapped above.
+        _ => err_as(
+            ErrorCode::InternalError,
+            Category::Runtime,
+            false,
+            msg,
+            json!({"reason": "unmapped"}),
+            "This is a server fault; call again, and report it if it repeats.",
         ),
     };
     if matches!(
