@@ -308,14 +308,14 @@ pub fn patch_error(e: PatchError) -> ToolError {
         ),
         PatchError::Io {
             path,
-            message,
+            source,
             transient,
         } => err_as(
             ErrorCode::PatchFailed,
             Category::Runtime,
             transient,
             msg,
-            json!({"path": path, "os_error": message, "rolled_back": true}),
+            json!({"path": path, "os_error": source.to_string(), "rolled_back": true}),
             if transient {
                 "Nothing was changed (every file was restored); call again, or check the file system if it repeats."
             } else {
@@ -332,10 +332,18 @@ pub fn patch_error(e: PatchError) -> ToolError {
             err(
                 ErrorCode::PatchRollbackFailed,
                 msg,
-                json!({"cause": cause, "rollback_errors": errors, "recovery_backups": backups}),
+                json!({"cause": cause.to_string(), "rollback_errors": errors, "recovery_backups": backups}),
                 "Some files could not be restored: recovery_backups maps each to its backup in the same directory; restore them before patching again.",
             )
         }
+        // `PatchError` is `#[non_exhaustive]`; every variant of this
+        // version is mapped above.
+        _ => err(
+            ErrorCode::PatchFailed,
+            msg,
+            json!({"reason": "unmapped"}),
+            "Nothing was written. Re-read the files and resend the patch.",
+        ),
     }
 }
 
@@ -403,6 +411,14 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             msg,
             json!({"path": path, "hunk_indexes": [first, second]}),
             "Merge the two hunks into one, or make them cover separate lines.",
+        ),
+        // `PlanError` is `#[non_exhaustive]`; every variant of this version
+        // is mapped above.
+        _ => err(
+            ErrorCode::PatchFailed,
+            msg,
+            json!({"path": path}),
+            "Nothing was written. Re-read the file and resend the patch against its current content.",
         ),
     }
 }

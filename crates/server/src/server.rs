@@ -55,7 +55,8 @@ impl Server {
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(
-            PatchEngine::new(workspace.clone(), protect_git)
+            PatchEngine::new(workspace.clone())
+                .with_protected_git_dir(protect_git)
                 .with_max_file_bytes(config.patch_max_file_bytes)
                 .with_max_patch_bytes(config.patch_max_total_bytes),
         );
