@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use ctm_exec_runtime::{
     EnvInherit, EnvPolicy, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode,
-    RetentionBudget, RuntimeDirs, SandboxConfig, Status,
+    RetentionBudget, RuntimeDirs, SandboxConfig, Status, WaitOptions,
 };
 use ctm_workspace_fs::Workspace;
 
@@ -56,19 +56,18 @@ async fn main() -> ExitCode {
     // Private HOME/TMPDIR for the commands, removed when the runtime drops.
     let dirs = RuntimeDirs::create(root, None)
         .map(Arc::new)
-        .map_err(|e| e.to_string());
-    let runtime = ExecRuntime::new(config, workspace, dirs);
-    let request = ExecRequest {
-        cmd: cmd.clone(),
-        workdir: ".".into(),
-        timeout: Duration::from_secs(60),
-        ..Default::default()
-    };
+        .map_err(Arc::new);
+    // This program runs nothing else: the orphans of its commands may be
+    // re-parented to it (and reaped here).
+    let runtime = ExecRuntime::builder(config)
+        .subreaper(true)
+        .build(workspace, dirs);
+    let request = ExecRequest::new(cmd.as_str()).with_timeout(Duration::from_secs(60));
+    let wait = WaitOptions::default()
+        .with_wait(Duration::from_secs(2))
+        .with_max_output_bytes(MAX_OUTPUT);
     let never = std::future::pending::<()>;
-    let mut snap = match runtime
-        .exec(request, Duration::from_secs(2), never(), MAX_OUTPUT)
-        .await
-    {
+    let mut snap = match runtime.exec(request, wait, never()).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("refused: {e}");
@@ -82,16 +81,7 @@ async fn main() -> ExitCode {
             break;
         }
         // Still running: poll with no input; each answer carries only new output.
-        snap = match runtime
-            .poll(
-                &snap.command_id,
-                "",
-                Duration::from_secs(2),
-                never(),
-                MAX_OUTPUT,
-            )
-            .await
-        {
+        snap = match runtime.poll(&snap.command_id, "", wait, never()).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("poll failed: {e}");

@@ -13,6 +13,10 @@
 //! are kept apart in [`RetainedStream`]s (a frozen head plus a rolling tail,
 //! absolute offsets), so memory stays bounded whatever a command prints.
 //!
+//! The runtime changes nothing about the host process unless asked: a host
+//! that wants the orphans of its commands re-parented to itself (and reaped
+//! there) opts in with [`ExecRuntimeBuilder::subreaper`].
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use std::time::Duration;
@@ -20,12 +24,16 @@
 //! let ws = tempfile::tempdir().unwrap();
 //! let base = tempfile::tempdir().unwrap();
 //! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
-//! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(|e| e.to_string());
+//! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(std::sync::Arc::new);
 //! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, env_policy: EnvPolicy::default(), budget: RetentionBudget::default(), allow_roots: Vec::new(), sandbox: SandboxConfig::default() };
-//! let rt = ExecRuntime::new(cfg, workspace, dirs);
-//! let req = ExecRequest { cmd: "echo hello; exit 3".into(), workdir: ".".into(), timeout: Duration::from_secs(10), ..Default::default() };
-//! let snap = rt.exec(req, Duration::from_secs(10), std::future::pending(), 65536).await.unwrap();
+//! // A host that is a server of its own would also ask for `.subreaper(true)`.
+//! let rt = ExecRuntime::builder(cfg).build(workspace, dirs);
+//! let req = ExecRequest::new("echo hello; exit 3").with_timeout(Duration::from_secs(10));
+//! let wait = WaitOptions::default().with_wait(Duration::from_secs(10));
+//! let snap = rt.exec(req, wait, std::future::pending()).await.unwrap();
 //! assert_eq!((snap.status, snap.exit_code, snap.stdout.text.as_str()), (Status::Exited, Some(3), "hello\n"));
+//! let killed = rt.kill(&snap.command_id, KillOptions::default().with_signal(Signal::Int)).await.unwrap();
+//! assert_eq!(killed.status, KillStatus::Exited);
 //! # }
 //! ```
 
@@ -39,6 +47,7 @@ mod roots;
 mod runtime_dirs;
 mod sandbox;
 mod seccomp;
+mod signal;
 mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
@@ -50,14 +59,15 @@ pub use namespace::{
 pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executable};
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{
-    Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime, KillOutcome, KillStatus, OutputPage,
-    Snapshot, Status, Stream, TierReport, WaitEnd,
+    DEFAULT_MAX_OUTPUT_BYTES, Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime,
+    ExecRuntimeBuilder, KillOptions, KillOutcome, KillStatus, OutputPage, Snapshot, Status, Stream,
+    TierReport, WaitEnd, WaitOptions,
 };
 pub use roots::{
     SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,
 };
 pub use runtime_dirs::{RetentionBudget, RuntimeDirError, RuntimeDirs};
-pub use rustix::process::Signal;
 pub use sandbox::{DEVICES, LandlockSupport, support as landlock_support};
 pub use seccomp::{REFUSED as SECCOMP_REFUSED, available as seccomp_available};
+pub use signal::Signal;
 pub use supervisor::default_signal_dispositions;

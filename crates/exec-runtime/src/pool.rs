@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use ctm_workspace_fs::{FsError, Workspace};
 use ring::rand::{SecureRandom, SystemRandom};
-use rustix::process::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -19,8 +18,10 @@ use crate::namespace::{self, SandboxConfig, TierChoice};
 use crate::paths::{Reach, path_arguments, privileged_executable};
 use crate::policy::{GateState, Gates, Permission, Refusal, classify};
 use crate::roots::{Toolchains, discover};
+use crate::runtime_dirs::RuntimeDirError;
 use crate::runtime_dirs::{RetentionBudget, RuntimeDirs};
 use crate::sandbox::{ChildSandbox, SandboxRoots};
+use crate::signal::Signal;
 use crate::supervisor::Launch;
 use crate::{sandbox, seccomp, supervisor};
 
@@ -40,7 +41,11 @@ pub const TTY_SETTLE: Duration = Duration::from_millis(50);
 const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 /// Why an exec operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Not `Clone` or `PartialEq`: the start and runtime-directory failures
+/// carry their `io::Error` as the [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecError {
     /// No such command (never existed, or evicted).
     #[error("command {0} was not found (it finished and was evicted, or never existed)")]
@@ -71,16 +76,26 @@ pub enum ExecError {
     #[error("workdir: {0}")]
     Workdir(FsError),
     /// The process could not be started.
-    #[error("the command could not be started: {0}")]
-    Spawn(String),
-    /// The runtime directory is missing.
+    #[error("the command could not be started: {source}")]
+    Spawn {
+        /// Why: the OS error of the pipe, terminal or fork, or what the
+        /// sandbox could not set up.
+        #[source]
+        source: std::io::Error,
+    },
+    /// [`ExecRuntime::shutdown`] was called: no command starts any more.
+    #[error("the command could not be started: the server is shutting down")]
+    ShuttingDown,
+    /// The runtime directory is missing (it could not be created when the
+    /// runtime was built).
     #[error("the runtime directory is unusable: {0}")]
-    RuntimeDir(String),
+    RuntimeDir(#[source] Arc<RuntimeDirError>),
     /// An `output_ref` that names no stream of a command.
     #[error("invalid output_ref {0:?}: expected command:<id>:stdout or command:<id>:stderr")]
     InvalidRef(String),
-    /// The command or an environment variable cannot be passed to a
-    /// process (a NUL byte, a name with `=`).
+    /// The command, an environment variable or a signal cannot be passed
+    /// to a process (a NUL byte, a name with `=`, a signal number the
+    /// kernel does not name).
     #[error("{0}")]
     Unrepresentable(String),
 }
@@ -131,6 +146,7 @@ impl Stream {
 
 /// The new output of one stream since the last answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Delta {
     /// The text (UTF-8, lossy), at most the byte budget: the start and the
     /// end of the new output, with a marker where the middle was left out.
@@ -170,6 +186,7 @@ impl Delta {
 
 /// What one exec/poll answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The command.
     pub command_id: String,
@@ -177,8 +194,8 @@ pub struct Snapshot {
     pub status: Status,
     /// Exit code, once exited.
     pub exit_code: Option<i32>,
-    /// Signal name, once ended by one.
-    pub signal: Option<&'static str>,
+    /// The signal, once ended by one.
+    pub signal: Option<Signal>,
     /// The signal's number, once ended by one.
     pub signal_number: Option<i32>,
     /// The watchdog ended it.
@@ -238,11 +255,12 @@ impl KillStatus {
 
 /// What `kill` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KillOutcome {
     /// The verdict.
     pub status: KillStatus,
     /// Signals sent to the command's processes, in order.
-    pub signals_sent: Vec<&'static str>,
+    pub signals_sent: Vec<Signal>,
     /// Processes the signals reached (the shell and everything it started).
     pub processes_signalled: usize,
     /// The command was running when the signals were sent and has ended
@@ -255,6 +273,7 @@ pub struct KillOutcome {
 
 /// One page of retained output.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutputPage {
     /// The stream.
     pub stream: Stream,
@@ -297,6 +316,7 @@ pub struct ExecConfig {
 
 /// The sandbox commands of this runtime get, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TierReport {
     /// `namespace`, `landlock` or `none`.
     pub tier: &'static str,
@@ -310,8 +330,10 @@ pub struct TierReport {
     pub git_sealed: bool,
 }
 
-/// A command to start.
-#[derive(Debug, Clone, Default)]
+/// A command to start: [`ExecRequest::new`], then set the fields that
+/// differ from the defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ExecRequest {
     /// The shell command line.
     pub cmd: String,
@@ -325,6 +347,168 @@ pub struct ExecRequest {
     pub stdin: String,
     /// Caller variables.
     pub env: BTreeMap<String, String>,
+}
+
+impl ExecRequest {
+    /// `cmd` in the workspace root, under the default watchdog
+    /// ([`ExecRequest::DEFAULT_TIMEOUT`]), on pipes, with empty stdin and no
+    /// caller variables.
+    pub fn new(cmd: impl Into<String>) -> Self {
+        Self {
+            cmd: cmd.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The default watchdog: 30 seconds.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Runs in `workdir` (workspace-relative).
+    #[must_use]
+    pub fn with_workdir(mut self, workdir: impl Into<String>) -> Self {
+        self.workdir = workdir.into();
+        self
+    }
+
+    /// Ends the command (TERM, then KILL) once `timeout` has passed.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs under a PTY (stdin stays open for [`ExecRuntime::poll`]).
+    #[must_use]
+    pub fn with_tty(mut self, tty: bool) -> Self {
+        self.tty = tty;
+        self
+    }
+
+    /// Writes `stdin` first (in pipe mode, then closes stdin).
+    #[must_use]
+    pub fn with_stdin(mut self, stdin: impl Into<String>) -> Self {
+        self.stdin = stdin.into();
+        self
+    }
+
+    /// Adds the caller's variables.
+    #[must_use]
+    pub fn with_env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = env;
+        self
+    }
+}
+
+impl Default for ExecRequest {
+    /// An empty command line; see [`ExecRequest::new`].
+    fn default() -> Self {
+        Self {
+            cmd: String::new(),
+            workdir: ".".into(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            tty: false,
+            stdin: String::new(),
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+/// How long [`ExecRuntime::exec`] and [`ExecRuntime::poll`] wait, and how
+/// much new output their [`Snapshot`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitOptions {
+    /// The longest wait for the command to exit (a PTY command's start and
+    /// a write of input also end it when output goes quiet).
+    pub wait: Duration,
+    /// Most bytes of each stream's new output in the answer: the start and
+    /// the end, with the middle left out ([`Delta::elided`]).
+    pub max_output_bytes: usize,
+}
+
+impl WaitOptions {
+    /// Waits at most `wait`.
+    #[must_use]
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Answers with at most `max_output_bytes` of each stream.
+    #[must_use]
+    pub fn with_max_output_bytes(mut self, max_output_bytes: usize) -> Self {
+        self.max_output_bytes = max_output_bytes;
+        self
+    }
+}
+
+/// Most bytes of each stream in an answer by default (64 KiB).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
+
+impl Default for WaitOptions {
+    /// Ten seconds, [`DEFAULT_MAX_OUTPUT_BYTES`].
+    fn default() -> Self {
+        Self {
+            wait: Duration::from_secs(10),
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+}
+
+/// How [`ExecRuntime::kill`] ends a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KillOptions {
+    /// The first signal, sent to every process of the command.
+    pub signal: Signal,
+    /// How long to wait for them to end before escalating to KILL.
+    pub wait: Duration,
+    /// How long to wait after KILL.
+    pub kill_wait: Duration,
+    /// Most bytes of each stream's new output in the final snapshot.
+    pub max_output_bytes: usize,
+}
+
+impl KillOptions {
+    /// Sends `signal` first.
+    #[must_use]
+    pub fn with_signal(mut self, signal: Signal) -> Self {
+        self.signal = signal;
+        self
+    }
+
+    /// Waits `wait` after the first signal before KILL.
+    #[must_use]
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Waits `kill_wait` after KILL.
+    #[must_use]
+    pub fn with_kill_wait(mut self, kill_wait: Duration) -> Self {
+        self.kill_wait = kill_wait;
+        self
+    }
+
+    /// Answers with at most `max_output_bytes` of each stream.
+    #[must_use]
+    pub fn with_max_output_bytes(mut self, max_output_bytes: usize) -> Self {
+        self.max_output_bytes = max_output_bytes;
+        self
+    }
+}
+
+impl Default for KillOptions {
+    /// TERM, five seconds, KILL, two seconds, [`DEFAULT_MAX_OUTPUT_BYTES`].
+    fn default() -> Self {
+        Self {
+            signal: Signal::Term,
+            wait: Duration::from_secs(5),
+            kill_wait: Duration::from_secs(2),
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -370,7 +554,7 @@ struct Cmd {
 }
 
 impl Cmd {
-    fn note_signal(&self, sig: Signal) {
+    fn note_signal(&self, sig: rustix::process::Signal) {
         if let Ok(n) = u32::try_from(sig.as_raw())
             && n < 64
         {
@@ -425,7 +609,7 @@ impl Cmd {
 struct Inner {
     cfg: ExecConfig,
     workspace: Workspace,
-    dirs: Result<Arc<RuntimeDirs>, String>,
+    dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     inherited_env: Vec<(String, String)>,
     toolchains: Toolchains,
     /// The sandbox's roots, opened at the first command (None: no Landlock
@@ -456,39 +640,60 @@ impl std::fmt::Debug for ExecRuntime {
     }
 }
 
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        5 => "SIGTRAP",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        10 => "SIGUSR1",
-        11 => "SIGSEGV",
-        12 => "SIGUSR2",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        24 => "SIGXCPU",
-        25 => "SIGXFSZ",
-        31 => "SIGSYS",
-        _ => "SIGNAL",
+/// Builds an [`ExecRuntime`]: the configuration, and what the runtime may
+/// change in the host process (nothing unless asked).
+#[derive(Debug, Clone)]
+pub struct ExecRuntimeBuilder {
+    cfg: ExecConfig,
+    subreaper: bool,
+}
+
+impl ExecRuntimeBuilder {
+    /// A builder for runtimes with `cfg`.
+    pub fn new(cfg: ExecConfig) -> Self {
+        Self {
+            cfg,
+            subreaper: false,
+        }
+    }
+
+    /// Makes the host process a child subreaper (`PR_SET_CHILD_SUBREAPER`)
+    /// when the runtime is built, so the processes a command leaves behind
+    /// are re-parented to the host and reaped there instead of by init; off
+    /// by default, because it changes the whole process (a program that
+    /// runs other children then reaps orphans of those as well).
+    pub fn subreaper(&mut self, yes: bool) -> &mut Self {
+        self.subreaper = yes;
+        self
+    }
+
+    /// A pool for `workspace`, with commands' `HOME`/`TMPDIR` in `dirs`.
+    /// Without a runtime directory the pool still reports and pages, and
+    /// every [`ExecRuntime::exec`] fails with [`ExecError::RuntimeDir`].
+    pub fn build(
+        &self,
+        workspace: Workspace,
+        dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
+    ) -> ExecRuntime {
+        if self.subreaper {
+            // Orphaned grandchildren are re-parented to us, so we can reap them.
+            let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+        }
+        ExecRuntime::with_config(self.cfg.clone(), workspace, dirs)
     }
 }
 
 impl ExecRuntime {
-    /// A pool for `workspace`, with commands' `HOME`/`TMPDIR` in `dirs`.
-    pub fn new(
+    /// [`ExecRuntimeBuilder::new`].
+    pub fn builder(cfg: ExecConfig) -> ExecRuntimeBuilder {
+        ExecRuntimeBuilder::new(cfg)
+    }
+
+    fn with_config(
         cfg: ExecConfig,
         workspace: Workspace,
-        dirs: Result<Arc<RuntimeDirs>, String>,
+        dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     ) -> Self {
-        // Orphaned grandchildren are re-parented to us, so we can reap them.
-        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
         // `vars()` would panic on a variable that is not UTF-8; such a
         // variable cannot be passed through the UTF-8 `env` either.
         let inherited_env: Vec<(String, String)> = std::env::vars_os()
@@ -689,16 +894,17 @@ impl ExecRuntime {
         }
     }
 
-    /// Checks the policy, starts `req`, and waits for it like [`Self::poll`].
+    /// Checks the policy, starts `req`, and waits for it like [`Self::poll`]
+    /// (until it exits, `opts.wait` passes or `cancel` completes; a PTY
+    /// command also until its output goes quiet).
     pub async fn exec(
         &self,
         req: ExecRequest,
-        wait: Duration,
+        opts: WaitOptions,
         cancel: impl Future<Output = ()>,
-        max_output_bytes: usize,
     ) -> Result<Snapshot, ExecError> {
         if self.is_closed() {
-            return Err(ExecError::Spawn("the server is shutting down".into()));
+            return Err(ExecError::ShuttingDown);
         }
         if req.cmd.contains('\0') {
             return Err(ExecError::Unrepresentable(
@@ -720,7 +926,7 @@ impl ExecRuntime {
             .inner
             .dirs
             .as_ref()
-            .map_err(|e| ExecError::RuntimeDir(e.clone()))?
+            .map_err(|e| ExecError::RuntimeDir(Arc::clone(e)))?
             .clone();
         let workdir = self
             .inner
@@ -798,7 +1004,7 @@ impl ExecRuntime {
         // exits first, the supervisor's parent-death signal ends it.)
         if self.is_closed() {
             kill_tree(cmd.pid).await;
-            return Err(ExecError::Spawn("the server is shutting down".into()));
+            return Err(ExecError::ShuttingDown);
         }
         // The next command's ruleset, built while this one starts.
         if let Some(r) = self.roots() {
@@ -806,8 +1012,8 @@ impl ExecRuntime {
         }
         self.watchdog(&cmd, req.timeout);
         let settle = req.tty.then_some(TTY_SETTLE);
-        let end = wait_for(&cmd, Instant::now() + wait, settle, cancel).await;
-        Ok(snapshot(&cmd, end, max_output_bytes))
+        let end = wait_for(&cmd, Instant::now() + opts.wait, settle, cancel).await;
+        Ok(snapshot(&cmd, end, opts.max_output_bytes))
     }
 
     fn command_env(&self, req: &ExecRequest, dirs: &RuntimeDirs) -> BTreeMap<String, String> {
@@ -839,7 +1045,9 @@ impl ExecRuntime {
         self.roots()
             .map(|r| r.for_command(tty))
             .transpose()
-            .map_err(|e| ExecError::Spawn(format!("the Landlock ruleset: {e}")))
+            .map_err(|e| ExecError::Spawn {
+                source: std::io::Error::new(e.kind(), LandlockRuleset(e)),
+            })
     }
 
     fn spawn(
@@ -872,8 +1080,8 @@ impl ExecRuntime {
                 }
             };
         // The supervisor reports the shell's wait status on this pipe.
-        let (status_r, status_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| ExecError::Spawn(e.to_string()))?;
+        let (status_r, status_w) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(spawn_error)?;
         let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
         let git_watch = if ns && self.inner.cfg.sandbox.seal_git {
@@ -908,7 +1116,8 @@ impl ExecRuntime {
         };
         let tty = req.tty;
         let (pty, pts) = if tty {
-            let (pty, pts) = pty_process::open().map_err(|e| ExecError::Spawn(e.to_string()))?;
+            let (pty, pts) =
+                pty_process::open().map_err(|e| spawn_error(std::io::Error::other(e)))?;
             (Some(pty), Some(pts))
         } else {
             (None, None)
@@ -920,7 +1129,7 @@ impl ExecRuntime {
                 let bwrap = support
                     .bwrap
                     .as_deref()
-                    .ok_or_else(|| ExecError::Spawn("bubblewrap is gone".into()))?;
+                    .ok_or_else(|| spawn_error(std::io::Error::other("bubblewrap is gone")))?;
                 let runtime = self
                     .inner
                     .dirs
@@ -954,7 +1163,7 @@ impl ExecRuntime {
             _ => None,
         };
         let launch = Launch::new(&req.cmd, env, cwd, sandbox, !tty, gates.landlock, wrapper)
-            .map_err(ExecError::Spawn)?;
+            .map_err(|why| spawn_error(std::io::Error::other(why)))?;
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.
@@ -978,7 +1187,7 @@ impl ExecRuntime {
             let child = spawn_on(Box::new(move || {
                 command.spawn(pts).map_err(std::io::Error::other)
             }))
-            .map_err(|e| ExecError::Spawn(e.to_string()))?;
+            .map_err(spawn_error)?;
             drop(status_w);
             let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             let (reader, writer) = pty.into_split();
@@ -1008,8 +1217,7 @@ impl ExecRuntime {
         unsafe {
             command.pre_exec(child_setup);
         }
-        let mut child = spawn_on(Box::new(move || command.spawn()))
-            .map_err(|e| ExecError::Spawn(e.to_string()))?;
+        let mut child = spawn_on(Box::new(move || command.spawn())).map_err(spawn_error)?;
         drop(status_w);
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let cmd = new_cmd(pid, false, 2, None);
@@ -1057,24 +1265,25 @@ impl ExecRuntime {
                     s.timed_out = true;
                 }
             }
-            cmd.note_signal(Signal::TERM);
-            supervisor::signal_tree(cmd.pid, Signal::TERM);
+            cmd.note_signal(rustix::process::Signal::TERM);
+            supervisor::signal_tree(cmd.pid, rustix::process::Signal::TERM);
             if !cmd.wait_gone(Instant::now() + TIMEOUT_GRACE).await {
-                cmd.note_signal(Signal::KILL);
+                cmd.note_signal(rustix::process::Signal::KILL);
                 kill_tree(cmd.pid).await;
             }
         });
     }
 
-    /// Writes `chars` (if any) and waits for output, exit, the deadline or
-    /// cancellation.
+    /// Writes `chars` (if any) and waits until the command exits,
+    /// `opts.wait` passes or `cancel` completes (after input, also until
+    /// output goes quiet); answers with the output new since the last
+    /// answer.
     pub async fn poll(
         &self,
         id: &str,
         chars: &str,
-        wait: Duration,
+        opts: WaitOptions,
         cancel: impl Future<Output = ()>,
-        max_output_bytes: usize,
     ) -> Result<Snapshot, ExecError> {
         let cmd = self.get(id)?;
         let mut quiet = None;
@@ -1096,23 +1305,28 @@ impl ExecRuntime {
             let _ = w.flush().await;
             quiet = Some(QUIET_AFTER_INPUT);
         }
-        let end = wait_for(&cmd, Instant::now() + wait, quiet, cancel).await;
-        Ok(snapshot(&cmd, end, max_output_bytes))
+        let end = wait_for(&cmd, Instant::now() + opts.wait, quiet, cancel).await;
+        Ok(snapshot(&cmd, end, opts.max_output_bytes))
     }
 
     /// Signals every process of the command, waits for all of them to
     /// end, escalates to KILL for what is left, and waits again. A command
     /// whose shell has exited may still have background processes: they are
     /// ended the same way.
-    pub async fn kill(
-        &self,
-        id: &str,
-        signal: Signal,
-        wait: Duration,
-        kill_wait: Duration,
-        max_output_bytes: usize,
-    ) -> Result<KillOutcome, ExecError> {
+    pub async fn kill(&self, id: &str, opts: KillOptions) -> Result<KillOutcome, ExecError> {
+        let KillOptions {
+            signal,
+            wait,
+            kill_wait,
+            max_output_bytes,
+        } = opts;
         let cmd = self.get(id)?;
+        let Some(first) = signal.to_rustix() else {
+            return Err(ExecError::Unrepresentable(format!(
+                "signal {} has no name this system can send",
+                signal.as_raw()
+            )));
+        };
         let mut sent = Vec::new();
         let mut reached = 0;
         if !cmd.alive() {
@@ -1126,19 +1340,19 @@ impl ExecRuntime {
             });
         }
         let leader_was_running = !cmd.exited();
-        cmd.note_signal(signal);
-        if signal == Signal::KILL {
+        cmd.note_signal(first);
+        if signal == Signal::Kill {
             reached += kill_tree(cmd.pid).await;
         } else {
-            reached += supervisor::signal_tree(cmd.pid, signal);
+            reached += supervisor::signal_tree(cmd.pid, first);
         }
-        sent.push(signal_name(signal.as_raw()));
+        sent.push(signal);
         let mut gone = cmd.wait_gone(Instant::now() + wait).await;
         if !gone {
-            cmd.note_signal(Signal::KILL);
+            cmd.note_signal(rustix::process::Signal::KILL);
             reached += kill_tree(cmd.pid).await;
-            if signal != Signal::KILL {
-                sent.push("SIGKILL");
+            if signal != Signal::Kill {
+                sent.push(Signal::Kill);
             }
             gone = cmd.wait_gone(Instant::now() + kill_wait).await;
         }
@@ -1152,7 +1366,7 @@ impl ExecRuntime {
         let status = match (gone, snap.status, snap.signal) {
             (false, _, _) | (_, Status::Running, _) => KillStatus::Terminating,
             _ if !leader_was_running => KillStatus::Exited,
-            (_, _, Some("SIGKILL")) => KillStatus::Killed,
+            (_, _, Some(Signal::Kill)) => KillStatus::Killed,
             (_, _, Some(_)) => KillStatus::Terminated,
             _ => KillStatus::Exited,
         };
@@ -1219,8 +1433,21 @@ impl ExecRuntime {
     }
 }
 
+fn spawn_error(e: impl Into<std::io::Error>) -> ExecError {
+    ExecError::Spawn { source: e.into() }
+}
+
+/// A Landlock ruleset could not be made for a command (the OS error is
+/// the source).
+#[derive(Debug, thiserror::Error)]
+#[error("the Landlock ruleset: {0}")]
+struct LandlockRuleset(#[source] std::io::Error);
+
 /// The workspace first, then the runtime directory (if there is one).
-fn write_roots_of(ws: &Workspace, dirs: &Result<Arc<RuntimeDirs>, String>) -> Vec<PathBuf> {
+fn write_roots_of(
+    ws: &Workspace,
+    dirs: &Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
+) -> Vec<PathBuf> {
     let mut v = vec![ws.root().to_path_buf()];
     if let Ok(d) = dirs {
         v.push(d.root().to_path_buf());
@@ -1486,7 +1713,7 @@ fn snapshot_peek(cmd: &Cmd) -> String {
     match s.exit {
         None => "running".into(),
         Some(e) => {
-            let by = e.signal.map(signal_name);
+            let by = e.signal.map(Signal::from_raw);
             match (s.timed_out, e.code, by) {
                 (true, _, Some(sig)) => format!("timed out, ended by {sig}"),
                 (true, code, None) => format!("timed out, exit code {}", code.unwrap_or(-1)),
@@ -1506,7 +1733,7 @@ fn snapshot(cmd: &Cmd, wait_end: WaitEnd, max_output_bytes: usize) -> Snapshot {
     let (status, exit_code, signal) = match st.exit {
         None => (Status::Running, None, None),
         Some(e) => {
-            let sig = e.signal.map(signal_name);
+            let sig = e.signal.map(Signal::from_raw);
             let status = if st.timed_out {
                 Status::Timeout
             } else if e.signal.is_some() {

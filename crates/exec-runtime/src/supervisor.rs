@@ -439,7 +439,7 @@ pub fn decode(status: i32) -> (Option<i32>, Option<i32>) {
 
 /// Sets `signals` back to their default action in this process (a host's
 /// second stop signal then ends it at once, whatever its handlers do).
-pub fn default_signal_dispositions(signals: &[Signal]) {
+pub fn default_signal_dispositions(signals: &[crate::Signal]) {
     for sig in signals {
         // SAFETY: installs the default disposition; no handler code runs.
         #[expect(unsafe_code, reason = "signal(2) restores a default disposition")]

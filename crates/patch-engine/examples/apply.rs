@@ -41,15 +41,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // `true`: keep hard-link backups of replaced files until the commit ends.
-    let engine = PatchEngine::new(workspace, true);
-    match engine.apply(
-        &patch,
-        &ApplyOptions {
-            dry_run,
-            ..Default::default()
-        },
-    ) {
+    // Hooks and config live in .git/: a patch may not write there.
+    let engine = PatchEngine::new(workspace).with_protected_git_dir(true);
+    match engine.apply(&patch, &ApplyOptions::default().with_dry_run(dry_run)) {
         Ok(report) => {
             for f in &report.files {
                 let to = f

@@ -64,6 +64,7 @@ impl Operation {
 
 /// One operation's effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FileChange {
     /// The operation.
     pub operation: Operation,
@@ -87,6 +88,7 @@ pub struct FileChange {
 
 /// The outcome of a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PatchReport {
     /// One entry per operation, in patch order.
     pub files: Vec<FileChange>,
@@ -98,6 +100,7 @@ pub struct PatchReport {
 
 /// An operation of a patch whose planning did not complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unplanned {
     /// The operation.
     pub operation: Operation,
@@ -109,7 +112,10 @@ pub struct Unplanned {
 
 /// A patch that was not applied, with as much of its plan as was made.
 /// Nothing was written (except for `PatchError::RollbackFailed`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Not `Clone` or `PartialEq`, as [`PatchError`].
+#[derive(Debug)]
+#[non_exhaustive]
 pub struct PatchFailure {
     /// Why.
     pub error: PatchError,
@@ -157,9 +163,9 @@ impl Unplanned {
 }
 
 /// Faults for tests of the rollback path (they cannot be caused for real
-/// at a chosen moment).
+/// at a chosen moment). Set in [`ApplyOptions`] only with the
+/// `fault-injection` feature, which no build of the server enables.
 #[derive(Default)]
-#[doc(hidden)]
 pub struct Faults {
     /// Fail the Nth rename of the commit (1-based).
     pub fail_rename_at: Option<usize>,
@@ -167,8 +173,10 @@ pub struct Faults {
     pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
-/// Options of one application.
+/// Options of one application: `ApplyOptions::default()` commits, with no
+/// deadline and no cancellation.
 #[derive(Default)]
+#[non_exhaustive]
 pub struct ApplyOptions {
     /// Plan and report, write nothing.
     pub dry_run: bool,
@@ -178,8 +186,65 @@ pub struct ApplyOptions {
     /// Stop planning (and write nothing) once this returns true; checked
     /// like `deadline`.
     pub cancelled: Option<Box<dyn Fn() -> bool + Send + Sync>>,
-    #[doc(hidden)]
+    /// Faults to inject (tests of the rollback path).
+    #[cfg(feature = "fault-injection")]
     pub faults: Faults,
+}
+
+impl std::fmt::Debug for ApplyOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApplyOptions")
+            .field("dry_run", &self.dry_run)
+            .field("deadline", &self.deadline)
+            .field("cancelled", &self.cancelled.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApplyOptions {
+    /// Plans and reports only: nothing is written.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Stops planning (writing nothing) once `deadline` has passed.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Stops planning (writing nothing) once `cancelled` returns true.
+    #[must_use]
+    pub fn with_cancelled(mut self, cancelled: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.cancelled = Some(Box::new(cancelled));
+        self
+    }
+
+    /// Injects `faults` (tests of the rollback path).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    fn faults(&self) -> &Faults {
+        #[cfg(feature = "fault-injection")]
+        {
+            &self.faults
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            static NONE: Faults = Faults {
+                fail_rename_at: None,
+                before_commit: None,
+            };
+            &NONE
+        }
+    }
 }
 
 /// The patch engine of one workspace. Its lock spans every caller, so two
@@ -225,17 +290,26 @@ fn hex(b: &[u8; 32]) -> String {
 /// An OS error of a write, as an errno.
 trait OsError: std::fmt::Display {
     fn errno(&self) -> Errno;
+    fn into_io(self) -> std::io::Error;
 }
 
 impl OsError for Errno {
     fn errno(&self) -> Errno {
         *self
     }
+
+    fn into_io(self) -> std::io::Error {
+        self.into()
+    }
 }
 
 impl OsError for std::io::Error {
     fn errno(&self) -> Errno {
         Errno::from_io_error(self).unwrap_or(Errno::IO)
+    }
+
+    fn into_io(self) -> std::io::Error {
+        self
     }
 }
 
@@ -248,21 +322,37 @@ fn io_err(path: &str, e: impl OsError) -> PatchError {
     );
     PatchError::Io {
         path: path.to_owned(),
-        message: e.to_string(),
+        source: e.into_io(),
         transient: !permanent,
     }
 }
 
 impl PatchEngine {
-    /// An engine for `ws`. With `protect_git_dir`, paths inside `.git/` are refused.
-    pub fn new(ws: Workspace, protect_git_dir: bool) -> Self {
+    /// An engine for `ws`, with the default caps, that may write anywhere
+    /// in it ([`PatchEngine::with_protected_git_dir`] keeps it out of
+    /// `.git/`).
+    pub fn new(ws: Workspace) -> Self {
         Self {
             ws,
-            protect_git_dir,
+            protect_git_dir: false,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_patch_bytes: DEFAULT_MAX_PATCH_BYTES,
             lock: Mutex::new(Recent::default()),
         }
+    }
+
+    /// Refuse paths inside `.git/` (and inside any git directory a target's
+    /// real path reaches) with [`PatchError::GitDirProtected`], when
+    /// `protect` (hooks and config live there); off by default.
+    #[must_use]
+    pub fn with_protected_git_dir(mut self, protect: bool) -> Self {
+        self.protect_git_dir = protect;
+        self
+    }
+
+    /// Whether [`PatchEngine::with_protected_git_dir`] is on.
+    pub fn protects_git_dir(&self) -> bool {
+        self.protect_git_dir
     }
 
     /// Refuse to read a file larger than `max_bytes` to update, move or
@@ -364,7 +454,7 @@ impl PatchEngine {
                 applied: false,
             });
         }
-        if let Some(hook) = &opts.faults.before_commit {
+        if let Some(hook) = &opts.faults().before_commit {
             hook();
         }
         let changed: Vec<Staged> = staged
@@ -377,7 +467,7 @@ impl PatchEngine {
                 _ => true,
             })
             .collect();
-        if let Err(error) = Commit::new(&self.ws, &opts.faults, self.protect_git_dir).run(&changed)
+        if let Err(error) = Commit::new(&self.ws, opts.faults(), self.protect_git_dir).run(&changed)
         {
             return Err(PatchFailure {
                 error,
@@ -1312,7 +1402,7 @@ impl<'a> Commit<'a> {
             cause
         } else {
             PatchError::RollbackFailed {
-                cause: cause.to_string(),
+                cause: Box::new(cause),
                 errors,
                 backups: kept,
             }

@@ -33,7 +33,11 @@ impl StopReason {
 
 /// Why a patch was refused or not applied. Nothing is written when any of
 /// these is returned, except `RollbackFailed`, which says what is left.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Not `Clone` or `PartialEq`: a failed write keeps its `io::Error` as the
+/// [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PatchError {
     /// The patch text does not parse.
     #[error(transparent)]
@@ -137,12 +141,13 @@ pub enum PatchError {
         reason: &'static str,
     },
     /// Writing failed; every file was restored.
-    #[error("{path}: {message}; every file was restored")]
+    #[error("{path}: {source}; every file was restored")]
     Io {
         /// The file.
         path: String,
-        /// The OS message.
-        message: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
         /// The same write may succeed later unchanged (not a permission,
         /// read-only or full file system).
         transient: bool,
@@ -151,8 +156,9 @@ pub enum PatchError {
     #[error("the patch failed ({cause}) and restoring failed too: {}", errors.join("; "))]
     RollbackFailed {
         /// The original failure.
-        cause: String,
-        /// What could not be restored.
+        #[source]
+        cause: Box<PatchError>,
+        /// What could not be restored (each file, and its OS error).
         errors: Vec<String>,
         /// Backups kept for manual recovery: (workspace path, backup file in
         /// the same directory).

@@ -16,6 +16,7 @@ use crate::commit::TEMP_PREFIX;
 
 /// What [`clean_leftovers`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Leftovers {
     /// Workspace-relative paths removed.
     pub removed: Vec<String>,

@@ -20,9 +20,9 @@
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("app.py"), "def main():\n    return 1\n").unwrap();
-//! let engine = PatchEngine::new(Workspace::open(dir.path()).unwrap(), true);
+//! let engine = PatchEngine::new(Workspace::open(dir.path()).unwrap()).with_protected_git_dir(true);
 //! let patch = "*** Begin Patch\n*** Update File: app.py\n@@ def main():\n-    return 1\n+    return 2\n*** Add File: notes.txt\n+hello\n*** End Patch\n";
-//! let dry = engine.apply(patch, &ApplyOptions { dry_run: true, ..Default::default() }).unwrap();
+//! let dry = engine.apply(patch, &ApplyOptions::default().with_dry_run(true)).unwrap();
 //! assert!(!dry.applied && dry.files[0].would_change);
 //! let report = engine.apply(patch, &ApplyOptions::default()).unwrap();
 //! assert_eq!(report.files.len(), 2);
@@ -38,8 +38,10 @@ mod parse;
 mod plan;
 mod recent;
 
+#[cfg(feature = "fault-injection")]
+pub use commit::Faults;
 pub use commit::{
-    ApplyOptions, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PATCH_BYTES, Faults, FileChange, Operation,
+    ApplyOptions, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PATCH_BYTES, FileChange, Operation,
     PatchEngine, PatchFailure, PatchReport, TEMP_PREFIX, Unplanned,
 };
 pub use error::{PatchError, StopReason};

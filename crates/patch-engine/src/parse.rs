@@ -81,6 +81,7 @@ impl Chunk {
 /// A patch that does not parse, with the patch line it stopped at.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid patch at line {line}: {message}")]
+#[non_exhaustive]
 pub struct ParseError {
     /// 1-based line of the patch text.
     pub line: usize,

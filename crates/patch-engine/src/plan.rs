@@ -170,6 +170,7 @@ impl<'a> FileText<'a> {
 
 /// What planning one hunk found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HunkReport {
     /// Index of the hunk in its Update (0-based).
     pub index: usize,
@@ -182,6 +183,7 @@ pub struct HunkReport {
 
 /// The nearest place a hunk almost matched, for the error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Closest {
     /// 1-based line where the candidate starts.
     pub line: usize,
@@ -193,6 +195,7 @@ pub struct Closest {
 
 /// Why a hunk could not be placed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// No tier found the hunk's lines.
     #[error("hunk {index} (patch line {patch_line}): its context was not found")]
@@ -242,6 +245,7 @@ pub enum PlanError {
 
 /// The result of applying the hunks of one Update to a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Planned {
     /// The new text.
     pub text: String,

@@ -315,14 +315,14 @@ pub fn patch_error(e: PatchError) -> ToolError {
         ),
         PatchError::Io {
             path,
-            message,
+            source,
             transient,
         } => err_as(
             ErrorCode::PatchFailed,
             Category::Runtime,
             transient,
             msg,
-            json!({"path": path, "os_error": message, "rolled_back": true}),
+            json!({"path": path, "os_error": source.to_string(), "rolled_back": true}),
             if transient {
                 "Nothing was changed (every file was restored); call again, or check the file system if it repeats."
             } else {
@@ -339,10 +339,18 @@ pub fn patch_error(e: PatchError) -> ToolError {
             err(
                 ErrorCode::PatchRollbackFailed,
                 msg,
-                json!({"cause": cause, "rollback_errors": errors, "recovery_backups": backups}),
+                json!({"cause": cause.to_string(), "rollback_errors": errors, "recovery_backups": backups}),
                 "Some files could not be restored: recovery_backups maps each to its backup in the same directory; restore them before patching again.",
             )
         }
+        // `PatchError` is `#[non_exhaustive]`; every variant of this
+        // version is mapped above.
+        _ => err(
+            ErrorCode::PatchFailed,
+            msg,
+            json!({"reason": "unmapped"}),
+            "Nothing was written. Re-read the files and resend the patch.",
+        ),
     }
 }
 
@@ -411,6 +419,14 @@ fn plan_error(path: String, e: PlanError, msg: String) -> ToolError {
             json!({"path": path, "hunk_indexes": [first, second]}),
             "Merge the two hunks into one, or make them cover separate lines.",
         ),
+        // `PlanError` is `#[non_exhaustive]`; every variant of this version
+        // is mapped above.
+        _ => err(
+            ErrorCode::PatchFailed,
+            msg,
+            json!({"path": path}),
+            "Nothing was written. Re-read the file and resend the patch against its current content.",
+        ),
     }
 }
 
@@ -452,6 +468,19 @@ fn permission_diagnostic(permission: &str, evidence: &str) -> Option<serde_json:
         d["suggested_server_flag"] = json!(flag);
     }
     Some(d)
+}
+
+/// A command that could not be started (`error`: why, without the prefix
+/// of `msg`).
+fn spawn_failed(msg: String, why: &str) -> ToolError {
+    err_as(
+        ErrorCode::InternalError,
+        Category::Runtime,
+        false,
+        msg,
+        json!({"reason": "spawn_failed", "error": why}),
+        "The command could not be started; check that /bin/sh exists and the workdir is usable.",
+    )
 }
 
 /// Maps an exec-runtime error. Launch and policy failures carry `status: "failed"`.
@@ -539,18 +568,12 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             refusal
         }
         ExecError::Workdir(fs) => fs_error(fs),
-        ExecError::Spawn(why) => err_as(
-            ErrorCode::InternalError,
-            Category::Runtime,
-            false,
-            msg,
-            json!({"reason": "spawn_failed", "error": why}),
-            "The command could not be started; check that /bin/sh exists and the workdir is usable.",
-        ),
+        ExecError::Spawn { source } => spawn_failed(msg, &source.to_string()),
+        ExecError::ShuttingDown => spawn_failed(msg, "the server is shutting down"),
         ExecError::RuntimeDir(why) => err(
             ErrorCode::RuntimeDirUnwritable,
             msg,
-            json!({"error": why}),
+            json!({"error": why.to_string()}),
             "The server could not create its private runtime directory (TMPDIR); the operator must fix it.",
         ),
         ExecError::Unrepresentable(why) => err(
@@ -564,6 +587,16 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             msg,
             json!({"reason": "invalid_output_ref", "output_ref": r}),
             "Use an output_ref from a command result, e.g. command:<id>:stdout.",
+        ),
+        // `ExecError` is `#[non_exhaustive]`; every variant of this version
+        // is mapped above.
+        _ => err_as(
+            ErrorCode::InternalError,
+            Category::Runtime,
+            false,
+            msg,
+            json!({"reason": "unmapped"}),
+            "This is a server fault; call again, and report it if it repeats.",
         ),
     };
     if matches!(

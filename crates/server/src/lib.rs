@@ -170,9 +170,9 @@ fn finish(server: &Server) {
 /// whatever the clean-up is doing.
 fn default_stop_signals() {
     ctm_exec_runtime::default_signal_dispositions(&[
-        ctm_exec_runtime::Signal::INT,
-        ctm_exec_runtime::Signal::TERM,
-        ctm_exec_runtime::Signal::HUP,
+        ctm_exec_runtime::Signal::Int,
+        ctm_exec_runtime::Signal::Term,
+        ctm_exec_runtime::Signal::Hup,
     ]);
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctm_exec_runtime::{EnvInherit, ExecConfig, ExecRuntime, Gates, RuntimeDirs};
+use ctm_exec_runtime::{EnvInherit, ExecConfig, ExecRuntime, Gates, RuntimeDirError, RuntimeDirs};
 use ctm_patch_engine::PatchEngine;
 use ctm_protocol_eras::{
     Dispatcher, Era, ErrorCode, MODERN_VERSIONS, Method, MethodOutcome, Request, RequestContext,
@@ -26,7 +26,7 @@ pub struct Server {
     pub config: Config,
     pub workspace: Workspace,
     pub patch: Arc<PatchEngine>,
-    pub runtime_dirs: Result<Arc<RuntimeDirs>, String>,
+    pub runtime_dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     pub exec: ExecRuntime,
     /// The workspace's repository, opened on first use and shared after.
     pub git: ctm_git_tools::RepoCache,
@@ -42,7 +42,7 @@ impl Server {
     pub fn new(config: Config, workspace: Workspace, trace: Trace) -> Self {
         let runtime_dirs = RuntimeDirs::create(workspace.root(), config.runtime_root.as_deref())
             .map(Arc::new)
-            .map_err(|e| e.to_string());
+            .map_err(Arc::new);
         match &runtime_dirs {
             Err(e) => tracing::warn!("{e}"),
             Ok(d) => {
@@ -57,7 +57,8 @@ impl Server {
         // Safe mode keeps patches out of .git/ (hooks and config live there).
         let protect_git = config.permission_mode == PermissionMode::Safe;
         let patch = Arc::new(
-            PatchEngine::new(workspace.clone(), protect_git)
+            PatchEngine::new(workspace.clone())
+                .with_protected_git_dir(protect_git)
                 .with_max_file_bytes(config.patch_max_file_bytes)
                 .with_max_patch_bytes(config.patch_max_total_bytes),
         );
@@ -75,26 +76,25 @@ impl Server {
                 "leftover patch files swept"
             );
         });
-        let exec = ExecRuntime::new(
-            ExecConfig {
-                gates: gates_for(&config),
-                inherit: match config.shell_env_inherit {
-                    ShellEnvInherit::Core => EnvInherit::Core,
-                    ShellEnvInherit::All => EnvInherit::All,
-                    ShellEnvInherit::None => EnvInherit::None,
-                },
-                env_policy: config.env_policy.clone(),
-                budget: limits.retention,
-                allow_roots: config.exec_allow_roots.clone(),
-                sandbox: ctm_exec_runtime::SandboxConfig {
-                    tier: config.sandbox_tier,
-                    seal_git: config.permission_mode == PermissionMode::Safe,
-                    helper: std::env::current_exe().ok(),
-                },
+        // The server reaps the orphans of its commands itself.
+        let exec = ExecRuntime::builder(ExecConfig {
+            gates: gates_for(&config),
+            inherit: match config.shell_env_inherit {
+                ShellEnvInherit::Core => EnvInherit::Core,
+                ShellEnvInherit::All => EnvInherit::All,
+                ShellEnvInherit::None => EnvInherit::None,
             },
-            workspace.clone(),
-            runtime_dirs.clone(),
-        );
+            env_policy: config.env_policy.clone(),
+            budget: limits.retention,
+            allow_roots: config.exec_allow_roots.clone(),
+            sandbox: ctm_exec_runtime::SandboxConfig {
+                tier: config.sandbox_tier,
+                seal_git: config.permission_mode == PermissionMode::Safe,
+                helper: std::env::current_exe().ok(),
+            },
+        })
+        .subreaper(true)
+        .build(workspace.clone(), runtime_dirs.clone());
         Self {
             config,
             git: ctm_git_tools::RepoCache::new(workspace.clone()),

@@ -21,7 +21,7 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
     let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
     let dirs = RuntimeDirs::create_in(base.path())
         .map(Arc::new)
-        .map_err(|e| e.to_string());
+        .map_err(Arc::new);
     let cfg = ExecConfig {
         gates: Gates::for_mode(mode, false),
         inherit: EnvInherit::Core,
@@ -30,21 +30,36 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
         allow_roots: Vec::new(),
         sandbox: SandboxConfig::default(),
     };
-    let rt = ExecRuntime::new(cfg, workspace, dirs);
+    // As the server runs it: orphans the supervisor did not reap are
+    // re-parented to the test process.
+    let rt = ExecRuntime::builder(cfg)
+        .subreaper(true)
+        .build(workspace, dirs);
     Fixture { ws, base, rt }
 }
 
 pub fn req(cmd: &str) -> ExecRequest {
-    ExecRequest {
-        cmd: cmd.into(),
-        workdir: ".".into(),
-        timeout: Duration::from_secs(60),
-        ..Default::default()
-    }
+    ExecRequest::new(cmd).with_timeout(Duration::from_secs(60))
+}
+
+/// Wait at most `wait`, answer with at most `max` bytes per stream.
+pub fn wait_opts(wait: Duration, max: usize) -> WaitOptions {
+    WaitOptions::default()
+        .with_wait(wait)
+        .with_max_output_bytes(max)
+}
+
+/// Send `signal`, wait `wait`, KILL, wait `kill_wait`.
+pub fn kill_opts(signal: Signal, wait: Duration, kill_wait: Duration, max: usize) -> KillOptions {
+    KillOptions::default()
+        .with_signal(signal)
+        .with_wait(wait)
+        .with_kill_wait(kill_wait)
+        .with_max_output_bytes(max)
 }
 
 pub async fn run(f: &Fixture, r: ExecRequest, wait: Duration) -> Snapshot {
-    f.rt.exec(r, wait, std::future::pending(), 1 << 20)
+    f.rt.exec(r, wait_opts(wait, 1 << 20), std::future::pending())
         .await
         .unwrap()
 }

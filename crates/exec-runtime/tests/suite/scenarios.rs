@@ -28,7 +28,10 @@ async fn short_command_exits_with_code_and_separate_streams() {
 async fn signal_exit_is_terminated() {
     let f = fixture(PermissionMode::Trusted);
     let s = run(&f, req("kill -9 $$"), 10 * SEC).await;
-    assert_eq!((s.status, s.signal), (Status::Terminated, Some("SIGKILL")));
+    assert_eq!(
+        (s.status, s.signal),
+        (Status::Terminated, Some(Signal::Kill))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,9 +48,14 @@ async fn long_command_runs_then_polls_to_exit_with_all_output() {
     let id = s.command_id.clone();
     loop {
         let p =
-            f.rt.poll(&id, "", 10 * SEC, std::future::pending(), 1 << 20)
-                .await
-                .unwrap();
+            f.rt.poll(
+                &id,
+                "",
+                wait_opts(10 * SEC, 1 << 20),
+                std::future::pending(),
+            )
+            .await
+            .unwrap();
         all.push_str(&p.stdout.text);
         if p.status != Status::Running {
             assert_eq!(p.exit_code, Some(0));
@@ -66,9 +74,14 @@ async fn stdin_is_delivered_then_closed() {
     assert_eq!((s.status, s.stdout.text.as_str()), (Status::Exited, "abc"));
     let s = run(&f, req("sleep 5"), Duration::from_millis(50)).await;
     let e =
-        f.rt.poll(&s.command_id, "x", SEC, std::future::pending(), 100)
-            .await
-            .unwrap_err();
+        f.rt.poll(
+            &s.command_id,
+            "x",
+            wait_opts(SEC, 100),
+            std::future::pending(),
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(e, ExecError::Closed(_)));
 }
 
@@ -86,9 +99,14 @@ async fn timeout_kills_the_whole_group_without_polling() {
     assert!(group_alive(&pgid));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let p =
-        f.rt.poll(&s.command_id, "", SEC, std::future::pending(), 100)
-            .await
-            .unwrap();
+        f.rt.poll(
+            &s.command_id,
+            "",
+            wait_opts(SEC, 100),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
     assert_eq!(p.status, Status::Timeout);
     assert!(p.timed_out);
     // The grandchildren went with the group (TERM, then KILL after the grace).
@@ -115,27 +133,25 @@ async fn kill_term_ignoring_process_escalates_and_reports_sigkill() {
     let k =
         f.rt.kill(
             &s.command_id,
-            Signal::TERM,
-            Duration::from_millis(300),
-            2 * SEC,
-            100,
+            kill_opts(Signal::Term, Duration::from_millis(300), 2 * SEC, 100),
         )
         .await
         .unwrap();
     assert_eq!(k.status, KillStatus::Killed, "{k:?}");
-    assert_eq!(k.signals_sent, ["SIGTERM", "SIGKILL"]);
-    assert_eq!(k.snapshot.signal, Some("SIGKILL"));
+    assert_eq!(k.signals_sent, [Signal::Term, Signal::Kill]);
+    assert_eq!(k.snapshot.signal, Some(Signal::Kill));
     assert!(t.elapsed() < 3 * SEC);
     assert!(!group_alive(&pgid), "a grandchild survived the kill");
     // Killing again reports exited; an unknown id is not found.
     let again =
-        f.rt.kill(&s.command_id, Signal::TERM, SEC, SEC, 100)
+        f.rt.kill(&s.command_id, kill_opts(Signal::Term, SEC, SEC, 100))
             .await
             .unwrap();
     assert_eq!(again.status, KillStatus::Exited);
     assert!(!again.ended_by_kill, "nothing was running: {again:?}");
     assert!(matches!(
-        f.rt.kill("nope", Signal::TERM, SEC, SEC, 100).await,
+        f.rt.kill("nope", kill_opts(Signal::Term, SEC, SEC, 100))
+            .await,
         Err(ExecError::NotFound(_))
     ));
 }
@@ -145,14 +161,14 @@ async fn kill_term_respecting_process_is_terminated() {
     let f = fixture(PermissionMode::Safe);
     let s = run(&f, req("exec sleep 100"), Duration::from_millis(100)).await;
     let k =
-        f.rt.kill(&s.command_id, Signal::TERM, 5 * SEC, SEC, 100)
+        f.rt.kill(&s.command_id, kill_opts(Signal::Term, 5 * SEC, SEC, 100))
             .await
             .unwrap();
     assert_eq!(
         (k.status, k.snapshot.signal),
-        (KillStatus::Terminated, Some("SIGTERM"))
+        (KillStatus::Terminated, Some(Signal::Term))
     );
-    assert_eq!(k.signals_sent, ["SIGTERM"]);
+    assert_eq!(k.signals_sent, [Signal::Term]);
     assert_eq!(k.snapshot.signal_number, Some(15));
     assert!(k.ended_by_kill, "{k:?}");
 }
@@ -170,9 +186,8 @@ async fn pty_repl_over_several_writes() {
         f.rt.poll(
             &id,
             "X=41; echo tty:$(tty | cut -c1-8)\n",
-            5 * SEC,
+            wait_opts(5 * SEC, 1 << 16),
             std::future::pending(),
-            1 << 16,
         )
         .await
         .unwrap();
@@ -185,19 +200,23 @@ async fn pty_repl_over_several_writes() {
         f.rt.poll(
             &id,
             "echo value=$((X+1))\n",
-            5 * SEC,
+            wait_opts(5 * SEC, 1 << 16),
             std::future::pending(),
-            1 << 16,
         )
         .await
         .unwrap();
     assert!(p.stdout.text.contains("value=42"), "{:?}", p.stdout.text);
     let p =
-        f.rt.poll(&id, "exit 7\n", 5 * SEC, std::future::pending(), 1 << 16)
-            .await
-            .unwrap();
+        f.rt.poll(
+            &id,
+            "exit 7\n",
+            wait_opts(5 * SEC, 1 << 16),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
     let p = if p.status == Status::Running {
-        f.rt.poll(&id, "", 5 * SEC, std::future::pending(), 100)
+        f.rt.poll(&id, "", wait_opts(5 * SEC, 100), std::future::pending())
             .await
             .unwrap()
     } else {
@@ -260,14 +279,9 @@ async fn cancellation_ends_the_wait_and_the_command_lives_on() {
     let call = tokio::spawn(async move {
         let t = Instant::now();
         let s = rt
-            .exec(
-                req("sleep 30"),
-                30 * SEC,
-                async {
-                    let _ = rx.await;
-                },
-                100,
-            )
+            .exec(req("sleep 30"), wait_opts(30 * SEC, 100), async {
+                let _ = rx.await;
+            })
             .await
             .unwrap();
         (s, t.elapsed())
@@ -288,9 +302,8 @@ async fn cancellation_ends_the_wait_and_the_command_lives_on() {
         f.rt.poll(
             &s.command_id,
             "",
-            Duration::from_millis(10),
+            wait_opts(Duration::from_millis(10), 100),
             std::future::pending(),
-            100,
         )
         .await
         .unwrap();
@@ -299,7 +312,7 @@ async fn cancellation_ends_the_wait_and_the_command_lives_on() {
         Status::Running,
         "the command outlives its request"
     );
-    f.rt.kill(&s.command_id, Signal::KILL, SEC, SEC, 100)
+    f.rt.kill(&s.command_id, kill_opts(Signal::Kill, SEC, SEC, 100))
         .await
         .unwrap();
 }
@@ -314,11 +327,14 @@ async fn active_limit_is_enforced() {
     let a = run(&f, req("sleep 30"), Duration::from_millis(10)).await;
     let _b = run(&f, req("sleep 30"), Duration::from_millis(10)).await;
     let e =
-        f.rt.exec(req("true"), SEC, std::future::pending(), 100)
+        f.rt.exec(req("true"), wait_opts(SEC, 100), std::future::pending())
             .await
             .unwrap_err();
-    assert_eq!(e, ExecError::LimitReached { active: 2, max: 2 });
-    f.rt.kill(&a.command_id, Signal::KILL, SEC, SEC, 100)
+    assert!(
+        matches!(e, ExecError::LimitReached { active: 2, max: 2 }),
+        "{e:?}"
+    );
+    f.rt.kill(&a.command_id, kill_opts(Signal::Kill, SEC, SEC, 100))
         .await
         .unwrap();
     assert_eq!(run(&f, req("true"), 10 * SEC).await.status, Status::Exited);
@@ -331,9 +347,8 @@ async fn gates_refuse_in_safe_mode_and_open_in_dangerous() {
     let e =
         f.rt.exec(
             req("curl https://example.com"),
-            SEC,
+            wait_opts(SEC, 100),
             std::future::pending(),
-            100,
         )
         .await
         .unwrap_err();
@@ -342,9 +357,13 @@ async fn gates_refuse_in_safe_mode_and_open_in_dangerous() {
         "{e:?}"
     );
     let e =
-        f.rt.exec(req("echo $(id)"), SEC, std::future::pending(), 100)
-            .await
-            .unwrap_err();
+        f.rt.exec(
+            req("echo $(id)"),
+            wait_opts(SEC, 100),
+            std::future::pending(),
+        )
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, ExecError::Permission(ref r) if r.permission == Permission::ShellExpansion)
     );
@@ -447,14 +466,19 @@ async fn hundred_forked_sleepers_are_all_gone_after_kill() {
     let mut out = s.stdout.text.clone();
     while !out.contains("forked") {
         let p =
-            f.rt.poll(&s.command_id, "", SEC, std::future::pending(), 1 << 16)
-                .await
-                .unwrap();
+            f.rt.poll(
+                &s.command_id,
+                "",
+                wait_opts(SEC, 1 << 16),
+                std::future::pending(),
+            )
+            .await
+            .unwrap();
         out.push_str(&p.stdout.text);
     }
     assert!(group_size(&pgid) >= 101, "{} processes", group_size(&pgid));
     let k =
-        f.rt.kill(&s.command_id, Signal::TERM, SEC, 2 * SEC, 100)
+        f.rt.kill(&s.command_id, kill_opts(Signal::Term, SEC, 2 * SEC, 100))
             .await
             .unwrap();
     assert_ne!(k.status, KillStatus::Terminating, "{k:?}");
@@ -479,9 +503,8 @@ async fn command_that_closes_its_output_keeps_running_until_killed() {
         f.rt.poll(
             &s.command_id,
             "",
-            Duration::from_millis(300),
+            wait_opts(Duration::from_millis(300), 100),
             std::future::pending(),
-            100,
         )
         .await
         .unwrap();
@@ -491,7 +514,7 @@ async fn command_that_closes_its_output_keeps_running_until_killed() {
         .trim()
         .to_owned();
     let k =
-        f.rt.kill(&s.command_id, Signal::TERM, SEC, 2 * SEC, 100)
+        f.rt.kill(&s.command_id, kill_opts(Signal::Term, SEC, 2 * SEC, 100))
             .await
             .unwrap();
     assert_eq!(k.status, KillStatus::Terminated, "{k:?}");
@@ -526,7 +549,7 @@ async fn workdir_is_entered_beneath_the_root() {
         let mut r = req("pwd");
         r.workdir = workdir.into();
         let e =
-            f.rt.exec(r, 10 * SEC, std::future::pending(), 1 << 20)
+            f.rt.exec(r, wait_opts(10 * SEC, 1 << 20), std::future::pending())
                 .await
                 .unwrap_err();
         assert!(format!("{e:?}").contains(want), "{workdir}: {e:?}");
@@ -544,9 +567,8 @@ async fn after_shutdown_nothing_starts_and_a_racing_start_ends() {
             tokio::spawn(async move {
                 rt.exec(
                     req(&format!("sleep 30{i}")),
-                    Duration::from_millis(50),
+                    wait_opts(Duration::from_millis(50), 1 << 10),
                     std::future::pending(),
-                    1 << 10,
                 )
                 .await
             })
@@ -583,7 +605,7 @@ async fn after_shutdown_nothing_starts_and_a_racing_start_ends() {
 }
 
 async fn run_err(f: &Fixture, r: ExecRequest) -> ExecError {
-    f.rt.exec(r, SEC, std::future::pending(), 1 << 10)
+    f.rt.exec(r, wait_opts(SEC, 1 << 10), std::future::pending())
         .await
         .unwrap_err()
 }

@@ -55,6 +55,9 @@ pub fn kind(e: &PatchError) -> &'static str {
             }
             PlanError::Ambiguous { .. } => "ambiguous",
             PlanError::Overlap { .. } => "overlap",
+            // Both enums are `#[non_exhaustive]`: a variant added later
+            // has no scenario kind until one is named here.
+            _ => "unnamed",
         },
         PatchError::NotFound { .. } => "not_found",
         PatchError::AlreadyExists { .. } => "already_exists",
@@ -70,5 +73,6 @@ pub fn kind(e: &PatchError) -> &'static str {
         PatchError::Conflict { .. } => "conflict",
         PatchError::Io { .. } => "io",
         PatchError::RollbackFailed { .. } => "rollback_failed",
+        _ => "unnamed",
     }
 }

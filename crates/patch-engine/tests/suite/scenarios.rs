@@ -39,14 +39,8 @@ fn run(scen: &Path) -> Result<(), String> {
     copy_tree(&scen.join("before"), &ws_root);
     let before = tree(&ws_root);
     let patch = std::fs::read_to_string(scen.join("patch.txt")).unwrap();
-    let engine = PatchEngine::new(Workspace::open(&ws_root).unwrap(), true);
-    let dry = engine.apply(
-        &patch,
-        &ApplyOptions {
-            dry_run: true,
-            ..Default::default()
-        },
-    );
+    let engine = PatchEngine::new(Workspace::open(&ws_root).unwrap()).with_protected_git_dir(true);
+    let dry = engine.apply(&patch, &ApplyOptions::default().with_dry_run(true));
     if tree(&ws_root) != before {
         return Err("dry run changed the tree".into());
     }

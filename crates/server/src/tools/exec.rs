@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use ctm_exec_runtime::{
-    Delta, ExecRequest, GateState, KillStatus, SECCOMP_REFUSED, Signal, Snapshot, Status, Stream,
-    WaitEnd, landlock_support, seccomp_available,
+    Delta, ExecRequest, GateState, KillOptions, KillStatus, SECCOMP_REFUSED, Signal, Snapshot,
+    Status, Stream, WaitEnd, WaitOptions, landlock_support, seccomp_available,
 };
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
@@ -81,11 +81,11 @@ fn status_line(s: &Snapshot) -> String {
         ),
         Status::Terminated => format!(
             "Status: terminated | signal {} | {ms} ms",
-            s.signal.unwrap_or("?")
+            s.signal.map_or("?", Signal::as_str)
         ),
         Status::Timeout => format!(
             "Status: timeout | signal {} | timed out after {ms} ms",
-            s.signal.unwrap_or("?")
+            s.signal.map_or("?", Signal::as_str)
         ),
     }
 }
@@ -197,7 +197,7 @@ fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Value> {
             &format!(
                 "timeout_ms ran out after {} ms; the command was ended with {}",
                 s.elapsed.as_millis(),
-                s.signal.unwrap_or("a signal")
+                s.signal.map_or("a signal", Signal::as_str)
             ),
             (
                 "suggested_fix",
@@ -265,7 +265,7 @@ fn render(
     st.insert("command_id".into(), json!(id));
     st.insert("status".into(), json!(s.status.as_str()));
     st.insert("exit_code".into(), json!(exit_code(s)));
-    st.insert("signal".into(), json!(s.signal));
+    st.insert("signal".into(), json!(s.signal.map(Signal::as_str)));
     st.insert("timed_out".into(), json!(s.timed_out));
     st.insert("tty".into(), json!(s.tty));
     st.insert(
@@ -508,21 +508,21 @@ pub async fn exec_command(
                 .collect()
         })
         .unwrap_or_default();
-    let req = ExecRequest {
-        cmd: args.str("cmd").unwrap_or_default().to_owned(),
-        workdir,
-        timeout: Duration::from_millis(args.int("timeout_ms")),
-        tty: args.bool("tty"),
-        stdin: args.str("stdin").unwrap_or_default().to_owned(),
-        env,
-    };
+    let req = ExecRequest::new(args.str("cmd").unwrap_or_default())
+        .with_workdir(workdir)
+        .with_timeout(Duration::from_millis(args.int("timeout_ms")))
+        .with_tty(args.bool("tty"))
+        .with_stdin(args.str("stdin").unwrap_or_default())
+        .with_env(env);
     let wait = wait_of(args, ctx);
-    let max = args.size("max_output_bytes");
+    let opts = WaitOptions::default()
+        .with_wait(wait.effective)
+        .with_max_output_bytes(args.size("max_output_bytes"));
     let cmd = req.cmd.clone();
     let env_keys: Vec<String> = req.env.keys().cloned().collect();
     let snap = server
         .exec
-        .exec(req, wait.effective, ctx.cancel.cancelled(), max)
+        .exec(req, opts, ctx.cancel.cancelled())
         .await
         .map_err(|e| refusal_details(exec_error(e, &server.config), &cmd, env_keys))?;
     Ok(render(
@@ -560,15 +560,16 @@ pub async fn write_stdin(
 ) -> Result<ToolSuccess, ToolError> {
     let id = args.str("command_id").unwrap_or_default();
     let wait = wait_of(args, ctx);
-    let max = args.size("max_output_bytes");
+    let opts = WaitOptions::default()
+        .with_wait(wait.effective)
+        .with_max_output_bytes(args.size("max_output_bytes"));
     let snap = server
         .exec
         .poll(
             id,
             args.str("chars").unwrap_or_default(),
-            wait.effective,
+            opts,
             ctx.cancel.cancelled(),
-            max,
         )
         .await
         .map_err(|e| exec_error(e, &server.config))?;
@@ -589,29 +590,28 @@ pub async fn kill_command(
 ) -> Result<ToolSuccess, ToolError> {
     let id = args.str("command_id").unwrap_or_default();
     let signal = match args.str("signal") {
-        Some("KILL") => Signal::KILL,
-        Some("INT") => Signal::INT,
-        _ => Signal::TERM,
+        Some("KILL") => Signal::Kill,
+        Some("INT") => Signal::Int,
+        _ => Signal::Term,
     };
-    let wait = Duration::from_millis(args.int("wait_ms"));
-    let kill_wait = Duration::from_millis(args.int("kill_wait_ms"));
-    let max = args.size("max_output_bytes");
-    let outcome = server
-        .exec
-        .kill(id, signal, wait, kill_wait, max)
-        .await
-        .map_err(|e| {
-            let mut err = exec_error(e, &server.config);
-            err.extra.insert("status".into(), json!("not_found"));
-            err
-        })?;
+    let opts = KillOptions::default()
+        .with_signal(signal)
+        .with_wait(Duration::from_millis(args.int("wait_ms")))
+        .with_kill_wait(Duration::from_millis(args.int("kill_wait_ms")))
+        .with_max_output_bytes(args.size("max_output_bytes"));
+    let outcome = server.exec.kill(id, opts).await.map_err(|e| {
+        let mut err = exec_error(e, &server.config);
+        err.extra.insert("status".into(), json!("not_found"));
+        err
+    })?;
     let mut extra = Map::new();
     extra.insert("status".into(), json!(outcome.status.as_str()));
     extra.insert(
         "process_status".into(),
         json!(outcome.snapshot.status.as_str()),
     );
-    extra.insert("signals_sent".into(), json!(outcome.signals_sent));
+    let sent: Vec<&str> = outcome.signals_sent.iter().map(|s| s.as_str()).collect();
+    extra.insert("signals_sent".into(), json!(sent));
     extra.insert(
         "processes_signalled".into(),
         json!(outcome.processes_signalled),
@@ -620,10 +620,7 @@ pub async fn kill_command(
     // when there was one; null when the command had ended and nothing was
     // sent), whether the command ended after it, and whether it left the
     // running set (false only while it is still terminating).
-    extra.insert(
-        "signal_sent".into(),
-        json!(outcome.signals_sent.last().copied()),
-    );
+    extra.insert("signal_sent".into(), json!(sent.last()));
     extra.insert("killed".into(), json!(outcome.ended_by_kill));
     extra.insert(
         "evicted".into(),
@@ -638,7 +635,7 @@ pub async fn kill_command(
     let head = match outcome.status {
         KillStatus::Terminating => format!(
             "Kill: command {id} terminating — still alive after {} | the command is kept; retry kill_command",
-            outcome.signals_sent.join(", then ")
+            sent.join(", then ")
         ),
         KillStatus::Exited if outcome.signals_sent.is_empty() => {
             format!("Kill: command {id} exited — it had already finished; nothing was sent")
@@ -646,7 +643,7 @@ pub async fn kill_command(
         s => format!(
             "Kill: command {id} {} | sent {}",
             s.as_str(),
-            outcome.signals_sent.join(", then ")
+            sent.join(", then ")
         ),
     };
     r.text = format!("{}\n{head}", r.text);
@@ -882,7 +879,7 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         Ok(d) => {
             json!({"runtime_dir": d.root(), "home": d.home(), "tmpdir": d.tmp(), "cache_dir": d.cache(), "error": null})
         }
-        Err(e) => json!({"runtime_dir": null, "error": e}),
+        Err(e) => json!({"runtime_dir": null, "error": e.to_string()}),
     };
     let st = json!({
         "permission_mode": server.config.permission_mode.as_str(),

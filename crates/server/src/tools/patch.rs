@@ -182,12 +182,10 @@ pub async fn apply_patch(
     let report = tokio::task::spawn_blocking(move || {
         engine.apply_detailed(
             &patch,
-            &ApplyOptions {
-                dry_run,
-                deadline: Some(deadline),
-                cancelled: Some(Box::new(move || cancel.is_cancelled())),
-                ..Default::default()
-            },
+            &ApplyOptions::default()
+                .with_dry_run(dry_run)
+                .with_deadline(deadline)
+                .with_cancelled(move || cancel.is_cancelled()),
         )
     })
     .await

@@ -112,7 +112,7 @@ pub fn run(server: &Server) -> ToolSuccess {
             "error": null,
         }),
         Err(e) => {
-            json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e })
+            json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e.to_string() })
         }
     };
     let files: Vec<Value> = ctx
