@@ -328,13 +328,13 @@ fn io_err(path: &str, e: impl OsError) -> PatchError {
 }
 
 impl PatchEngine {
-    /// An engine for `ws`, with the default caps, that may write anywhere
-    /// in it ([`PatchEngine::with_protected_git_dir`] keeps it out of
-    /// `.git/`).
+    /// An engine for `ws`, with the default caps, that writes anywhere in
+    /// it but inside `.git/` (safe by default: hooks and config live there;
+    /// [`PatchEngine::with_protected_git_dir`]`(false)` lifts that).
     pub fn new(ws: Workspace) -> Self {
         Self {
             ws,
-            protect_git_dir: false,
+            protect_git_dir: true,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_patch_bytes: DEFAULT_MAX_PATCH_BYTES,
             lock: Mutex::new(Recent::default()),
@@ -343,7 +343,7 @@ impl PatchEngine {
 
     /// Refuse paths inside `.git/` (and inside any git directory a target's
     /// real path reaches) with [`PatchError::GitDirProtected`], when
-    /// `protect` (hooks and config live there); off by default.
+    /// `protect` (hooks and config live there); on by default.
     #[must_use]
     pub fn with_protected_git_dir(mut self, protect: bool) -> Self {
         self.protect_git_dir = protect;

@@ -132,7 +132,9 @@ fn git_dir_is_protected_and_symlinks_are_not_written_through() {
         )
         .unwrap_err();
     assert_eq!(kind(&e), "git_dir");
-    let open = PatchEngine::new(Workspace::open(t.path()).unwrap());
+    // Protected by default; a host that wants .git writable says so.
+    assert!(PatchEngine::new(Workspace::open(t.path()).unwrap()).protects_git_dir());
+    let open = PatchEngine::new(Workspace::open(t.path()).unwrap()).with_protected_git_dir(false);
     open.apply(
         "*** Begin Patch\n*** Update File: .git/config\n-[core]\n+[core2]\n*** End Patch",
         &ApplyOptions::default(),
