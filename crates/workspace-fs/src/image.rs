@@ -12,6 +12,8 @@ use crate::path::{Kind, Workspace, WorkspacePath};
 pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest image (in pixels per side) it will decode.
 const MAX_DECODE_SIDE: u32 = 20_000;
+/// The most memory one image read may allocate (40 MP of RGBA is 160 MB).
+const MAX_DECODE_ALLOC: u64 = 256 * 1024 * 1024;
 /// Most pixels it will decode (to resize): 40 megapixels, about 160 MB of
 /// RGBA. Checked from the header before anything is decoded: a 1 MB PNG
 /// can claim 16000x16000 and cost a gigabyte.
@@ -128,15 +130,18 @@ pub fn view_image(
         image::guess_format(&bytes).map_err(|_| not_image("unrecognised content".into()))?;
     let media_type = mime(format)
         .ok_or_else(|| not_image(format!("{format:?} is not PNG, JPEG, GIF or WebP")))?;
-    let reader = || {
+    // Every read keeps the allocation bound: a header read decompresses
+    // metadata too (a PNG's iCCP chunk), and zeros deflate 1000:1.
+    let limited = |side: Option<u32>| {
         let mut r = ImageReader::with_format(Cursor::new(&bytes), format);
         let mut limits = image::Limits::default();
-        limits.max_image_width = Some(MAX_DECODE_SIDE);
-        limits.max_image_height = Some(MAX_DECODE_SIDE);
-        limits.max_alloc = Some(256 * 1024 * 1024);
+        limits.max_image_width = side;
+        limits.max_image_height = side;
+        limits.max_alloc = Some(MAX_DECODE_ALLOC);
         r.limits(limits);
         r
     };
+    let reader = || limited(Some(MAX_DECODE_SIDE));
     // Past the decoder's limits (a side over MAX_DECODE_SIDE, or more memory
     // than 40 MP of RGBA, as a 16-bit image needs): the documented refusal,
     // not "not an image".
@@ -148,10 +153,9 @@ pub fn view_image(
     };
     let (w, h) = reader().into_dimensions().map_err(|e| match e {
         image::ImageError::Limits(_) => {
-            // Only the header is read again, without limits, to name the size.
-            let mut r = ImageReader::with_format(Cursor::new(&bytes), format);
-            r.no_limits();
-            let (w, h) = r.into_dimensions().unwrap_or((0, 0));
+            // The header is read again without the side limit, to name
+            // the size; the allocation bound stays (0x0 when even that fails).
+            let (w, h) = limited(None).into_dimensions().unwrap_or((0, 0));
             too_many_pixels(w, h)
         }
         e => not_image(e.to_string()),

@@ -882,6 +882,40 @@ fn concurrent_image_decodes_wait_for_one_of_two_slots() {
     );
 }
 
+/// A PNG too wide to decode whose iCCP chunk inflates to 1 GiB: naming its
+/// size must not inflate it (the second header read once had no limits and
+/// peaked at 1 GB for this file, 4 GB and an abort for an 8 MB one).
+// See: target/attack-session3.md H1
+#[test]
+fn a_wide_image_with_a_metadata_bomb_is_refused_in_bounded_memory() {
+    let ws = workspace();
+    let script = "import sys, struct, zlib\ndef chunk(t, d):\n    return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)\nco = zlib.compressobj(9)\nz = bytes(64 << 20)\ncomp = b''.join(co.compress(z) for _ in range(16)) + co.flush()\nsys.stdout.buffer.write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 20001, 1, 8, 6, 0, 0, 0)) + chunk(b'iCCP', b'p\\0\\0' + comp) + chunk(b'IDAT', zlib.compress(bytes(80005))) + chunk(b'IEND', b''))\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    write(ws.path(), "wide.png", out.stdout);
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(
+        1,
+        "view_image",
+        json!({"path": "wide.png", "auto_resize": true, "max_width": 100, "max_height": 100}),
+    ));
+    let e = &r["result"]["structuredContent"]["error"];
+    assert_eq!(e["code"], "OUTPUT_TOO_LARGE", "{r}");
+    assert_eq!(e["details"]["reason"], "too_many_pixels", "{r}");
+    let peak = peak_rss_kib(s.child.id());
+    assert!(
+        peak < 600 * 1024,
+        "peak RSS {peak} KiB: the iCCP chunk was inflated without a bound"
+    );
+}
+
 /// view_image: the reference's names (`mime_type`, `bytes`, `original`)
 /// and content order (the image, then the text).
 #[test]
