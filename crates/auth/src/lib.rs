@@ -22,7 +22,8 @@ pub use oauth::{
     AuthRequest, AuthResponse, ClientAuth, DEFAULT_MAX_CLIENTS, DEFAULT_UNUSED_CLIENT_TTL,
     MAX_CLIENT_NAME_CHARS, MAX_PENDING_CODES, MAX_REDIRECT_URI_BYTES, MAX_REDIRECT_URIS,
     OAuthConfig, OAuthConfigError, OAuthServer, REGISTRATION_BURST, REGISTRATION_EVERY,
-    authorize_client_id, parse_token_secret, random_token, redirect_uri_allowed, resource_url,
+    STRONG_PASSWORD_CHARS, authorize_client_id, parse_token_secret, random_token,
+    redirect_uri_allowed, resource_url,
 };
 pub use rate::{TokenBucket, client_key, retry_after_secs};
 pub use ring::rand::SystemRandom;

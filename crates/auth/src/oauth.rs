@@ -231,6 +231,10 @@ pub fn parse_token_secret(hex: &str) -> Result<Vec<u8>, OAuthConfigError> {
         .collect()
 }
 
+/// Authorize passwords at least this long are checked before any backoff
+/// (the generated one is 24 random bytes, 32 characters of base64url).
+pub const STRONG_PASSWORD_CHARS: usize = 32;
+
 /// Random bytes, base64url.
 pub fn random_token(rng: &SystemRandom, bytes: usize) -> Result<String, OAuthConfigError> {
     let mut b = vec![0u8; bytes];
@@ -446,6 +450,21 @@ impl OAuthServer {
                 crate::TokenBucket::full(REGISTRATION_BURST, REGISTRATION_EVERY, now)
             })
             .take(now)
+    }
+
+    /// Whether the authorize password is long enough (at least
+    /// [`STRONG_PASSWORD_CHARS`], as the generated one is) to be checked
+    /// before any backoff: guessing it online is hopeless, so a right one
+    /// is never held back by other people's failures.
+    pub fn password_is_strong(&self) -> bool {
+        self.cfg.password.len() >= STRONG_PASSWORD_CHARS
+    }
+
+    /// Whether the form `body` of an authorize POST carries the password.
+    pub fn authorize_password_matches(&self, body: &[u8]) -> bool {
+        let (p, _) = form::parse(&String::from_utf8_lossy(body));
+        let given = sha(p.get("password").map(String::as_bytes).unwrap_or_default());
+        ct_eq(&given, &sha(self.cfg.password.as_bytes()))
     }
 
     /// Whether this request is for the authorization server (or its metadata).

@@ -383,7 +383,8 @@ fn oauth_server() -> Result<ctm_auth::OAuthServer, String> {
     let password = match env("CODING_TOOLS_MCP_OAUTH_PASSWORD") {
         Some(p) => p,
         None => {
-            let p = ctm_auth::random_token(&rng, 18).map_err(|e| e.to_string())?;
+            // 24 bytes: 32 characters, strong enough to be checked before any backoff.
+            let p = ctm_auth::random_token(&rng, 24).map_err(|e| e.to_string())?;
             eprintln!(
                 "coding-tools-mcp: OAuth authorize password (set CODING_TOOLS_MCP_OAUTH_PASSWORD to choose one): {p}"
             );

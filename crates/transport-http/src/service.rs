@@ -605,16 +605,21 @@ async fn oauth<D: Dispatcher>(
             );
         }
     };
-    // The password is the one low-entropy secret: its throttles are
-    // checked before it is (a blocked guess learns nothing), per address
-    // and client_id, then server-wide.
+    // A short password may be guessable: its throttles are checked before
+    // it is (a blocked guess learns nothing), per address and client_id,
+    // then server-wide. A strong one (the generated one) is checked first,
+    // so the right one always gets through, however many failures others
+    // spend the budget on; wrong ones meet the same throttles.
     let client_id = if password {
         ctm_auth::authorize_client_id(&body)
     } else {
         String::new()
     };
     let key = FailureKey::address_and(ip, &client_id);
-    if password {
+    let right_and_strong =
+        password && server.password_is_strong() && server.authorize_password_matches(&body);
+    let reserved = password && !right_and_strong;
+    if reserved {
         let now = Instant::now();
         if let Some(blocked) = state.password_backoff.check(key, now) {
             return state.throttled(Credential::Password, key.client(), blocked, false);
@@ -634,7 +639,7 @@ async fn oauth<D: Dispatcher>(
         audience,
         client_ip: Some(ip),
     });
-    if password {
+    if reserved {
         // Only a wrong password keeps its reservation of the budget.
         match answer.status {
             401 => state.failed(Credential::Password, key),

@@ -1187,6 +1187,30 @@ fn attack_m1_password_guessing_across_addresses_meets_a_server_budget() {
     assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
 }
 
+/// A strong password (32 characters or more, as the generated one) is
+/// checked first: while guessers from many addresses hold the server-wide
+/// budget, the right one still signs in; wrong ones still meet 429.
+// See: target/attack-session3.md M2
+#[test]
+fn a_strong_password_signs_in_while_guessers_hold_the_budget() {
+    let strong = "a-strong-password-of-40-characters-xyz12";
+    assert!(strong.len() >= 32);
+    // Later values of a variable win: the strong password replaces PASSWORD.
+    let s = start(&[("CODING_TOOLS_MCP_OAUTH_PASSWORD", strong)]);
+    let query = fresh_client_query(&s);
+    for a in 1..=8 {
+        let c = s.from(&format!("127.0.4.{a}"));
+        for i in 0..4 {
+            sign_in_attempt(&c, &query, &format!("guess{a}-{i}"));
+        }
+    }
+    let fresh = s.from("127.0.4.200");
+    let r = sign_in_attempt(&fresh, &query, "still-wrong");
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    let r = sign_in_attempt(&fresh, &query, strong);
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+}
+
 /// Attack review L4: throttled attempts are aggregated in the trace, one
 /// line per address per minute with their count, not one line each; and
 /// all auth_failure lines together are capped server-wide.
