@@ -14,8 +14,8 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use ctm_workspace_fs::{Workspace, WorkspacePath};
 use ring::digest::{SHA256, digest};
@@ -24,7 +24,7 @@ use rustix::io::Errno;
 
 use crate::error::{PatchError, StopReason};
 use crate::parse::{Op, parse};
-use crate::plan::{HunkReport, apply_chunks};
+use crate::plan::{HunkReport, PlanError, apply_chunks, apply_chunks_until};
 use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
 
 /// Prefix of temp and backup files (so a restart can recognise leftovers).
@@ -420,14 +420,24 @@ impl PatchEngine {
                 unplanned: all_unplanned(),
             });
         }
-        let mut recent = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mut recent) = self.lock_until_stopped(opts) else {
+            let reason = match stop_requested(opts) {
+                Some(StopReason::Cancelled) => StopReason::Cancelled,
+                _ => StopReason::Busy,
+            };
+            return Err(PatchFailure {
+                error: PatchError::Stopped { reason },
+                planned: Vec::new(),
+                unplanned: all_unplanned(),
+            });
+        };
         let mut staged: BTreeMap<PathBuf, Staged> = BTreeMap::new();
         let mut budget = Budget::new(self.max_patch_bytes);
         let mut files = Vec::new();
         for (i, op) in parsed.ops.iter().enumerate() {
             let staged_op = match stop_requested(opts) {
                 Some(reason) => Err(PatchError::Stopped { reason }),
-                None => self.stage(op, &mut staged, &mut budget),
+                None => self.stage(op, &mut staged, &mut budget, opts),
             };
             match staged_op {
                 Ok(f) => files.push(f),
@@ -675,6 +685,7 @@ impl PatchEngine {
         op: &Op,
         staged: &mut BTreeMap<PathBuf, Staged>,
         budget: &mut Budget,
+        opts: &ApplyOptions,
     ) -> Result<FileChange, PatchError> {
         match op {
             Op::Add { path, lines, .. } => {
@@ -791,10 +802,16 @@ impl PatchEngine {
                     None
                 } else {
                     Some(
-                        apply_chunks(text, chunks).map_err(|error| PatchError::Plan {
-                            path: path.clone(),
-                            error: Box::new(error),
-                        })?,
+                        apply_chunks_until(text, chunks, &|| stop_requested(opts).is_some())
+                            .map_err(|error| match (error, stop_requested(opts)) {
+                                (PlanError::Stopped, reason) => PatchError::Stopped {
+                                    reason: reason.unwrap_or(StopReason::DeadlineExceeded),
+                                },
+                                (error, _) => PatchError::Plan {
+                                    path: path.clone(),
+                                    error: Box::new(error),
+                                },
+                            })?,
                     )
                 };
                 let old_sha = hex(&sha(&old));
@@ -873,6 +890,28 @@ impl PatchEngine {
                     }
                 }
                 Ok(change)
+            }
+        }
+    }
+}
+
+impl PatchEngine {
+    /// The engine's lock; with a deadline or a cancellation in `opts`,
+    /// `None` once either fires while another patch holds it.
+    fn lock_until_stopped(&self, opts: &ApplyOptions) -> Option<MutexGuard<'_, Recent>> {
+        if opts.deadline.is_none() && opts.cancelled.is_none() {
+            return Some(self.lock.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        loop {
+            match self.lock.try_lock() {
+                Ok(g) => return Some(g),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {
+                    if stop_requested(opts).is_some() {
+                        return None;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
             }
         }
     }

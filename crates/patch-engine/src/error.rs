@@ -12,6 +12,9 @@ pub enum StopReason {
     Cancelled,
     /// Planning ran past the caller's deadline.
     DeadlineExceeded,
+    /// Another patch of the engine held it past the caller's deadline;
+    /// this one was never planned.
+    Busy,
 }
 
 impl StopReason {
@@ -20,6 +23,7 @@ impl StopReason {
         match self {
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::Busy => "busy",
         }
     }
 
@@ -27,6 +31,9 @@ impl StopReason {
         match self {
             Self::Cancelled => "the request was cancelled while it was planned",
             Self::DeadlineExceeded => "planning it took longer than the call may wait",
+            Self::Busy => {
+                "another patch held the workspace for as long as the call may wait; this one was not planned"
+            }
         }
     }
 }

@@ -47,4 +47,4 @@ pub use commit::{
 pub use error::{PatchError, StopReason};
 pub use leftovers::{Leftovers, clean_leftovers};
 pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
-pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks};
+pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks, apply_chunks_until};

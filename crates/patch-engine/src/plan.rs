@@ -197,6 +197,10 @@ pub struct Closest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
+    /// The caller's stop check fired while the hunks were matched
+    /// ([`apply_chunks_until`]).
+    #[error("matching the hunks was stopped")]
+    Stopped,
     /// No tier found the hunk's lines.
     #[error("hunk {index} (patch line {patch_line}): its context was not found")]
     ContextNotFound {
@@ -301,20 +305,27 @@ fn window_eq(tier: Tier, at: &Segs<'_>, want: &[std::borrow::Cow<'_, str>]) -> b
         .all(|w| it.next().is_some_and(|s| line_eq(tier, s.text, w)))
 }
 
+/// Window starts between two looks at the caller's stop check: matching
+/// costs file lines × hunk lines, which a big stale hunk makes minutes.
+const STOP_CHECK_EVERY: usize = 4096;
+
 /// Adds to `hits` every start in `from..=to` where `want` matches at `tier`.
 fn scan(
     file: &FileText<'_>,
-    from: usize,
-    to: usize,
+    (from, to): (usize, usize),
     tier: Tier,
     want: &[std::borrow::Cow<'_, str>],
     hits: &mut Hits,
-) {
+    stop: &dyn Fn() -> bool,
+) -> Result<(), PlanError> {
     if from > to {
-        return;
+        return Ok(());
     }
     let mut it = file.segs(from);
     for s in from..=to {
+        if (s - from) % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 && stop() {
+            return Err(PlanError::Stopped);
+        }
         if window_eq(tier, &it, want) {
             hits.push(s);
         }
@@ -322,6 +333,7 @@ fn scan(
             break;
         }
     }
+    Ok(())
 }
 
 /// Applies `chunks` to `text`.
@@ -330,6 +342,16 @@ fn scan(
 /// so planning costs the new text plus a small index (a few bytes per 64
 /// lines) beyond the input.
 pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> {
+    apply_chunks_until(text, chunks, &|| false)
+}
+
+/// [`apply_chunks`], looking at `stop` every few thousand window starts:
+/// when it answers true, matching ends with [`PlanError::Stopped`].
+pub fn apply_chunks_until(
+    text: &str,
+    chunks: &[Chunk],
+    stop: &dyn Fn() -> bool,
+) -> Result<Planned, PlanError> {
     let file = FileText::parse(text);
     let mut cursor = 0usize;
     let mut placements: Vec<Placement<'_>> = Vec::new();
@@ -350,7 +372,7 @@ pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> 
         let (start, tier) = if old.is_empty() {
             (insertion_point(&file, chunk, window_start), Tier::Exact)
         } else {
-            match locate(&file, &old, chunk, window_start, index)? {
+            match locate(&file, &old, chunk, (window_start, index), stop)? {
                 Some(found) => found,
                 None if old.last().is_some_and(|l| l.is_empty())
                     && matches!(lines.last(), Some(HunkLine::Context(t)) if t.is_empty()) =>
@@ -358,12 +380,12 @@ pub fn apply_chunks(text: &str, chunks: &[Chunk]) -> Result<Planned, PlanError> 
                     // A trailing blank context line written for the final newline.
                     old.pop();
                     lines = &lines[..lines.len() - 1];
-                    match locate(&file, &old, chunk, window_start, index)? {
+                    match locate(&file, &old, chunk, (window_start, index), stop)? {
                         Some(found) => found,
-                        None => return Err(not_found(&file, &old, chunk, index)),
+                        None => return Err(not_found(&file, &old, chunk, index, stop)),
                     }
                 }
-                None => return Err(not_found(&file, &old, chunk, index)),
+                None => return Err(not_found(&file, &old, chunk, index, stop)),
             }
         };
         cursor = cursor.max(start + old.len());
@@ -519,8 +541,8 @@ fn locate(
     file: &FileText<'_>,
     old: &[&str],
     chunk: &Chunk,
-    window_start: usize,
-    index: usize,
+    (window_start, index): (usize, usize),
+    stop: &dyn Fn() -> bool,
 ) -> Result<Option<(usize, Tier)>, PlanError> {
     let n = file.len;
     if old.len() > n {
@@ -532,12 +554,20 @@ fn locate(
         let mut hits = Hits::default();
         if chunk.eof {
             // At the very end, or just before the final newline's empty segment.
-            scan(file, last_start, last_start, tier, &want, &mut hits);
+            scan(file, (last_start, last_start), tier, &want, &mut hits, stop)?;
             if file.ends_with_newline() && last_start > 0 {
-                scan(file, last_start - 1, last_start - 1, tier, &want, &mut hits);
+                let before = last_start - 1;
+                scan(file, (before, before), tier, &want, &mut hits, stop)?;
             }
         } else {
-            scan(file, window_start, last_start, tier, &want, &mut hits);
+            scan(
+                file,
+                (window_start, last_start),
+                tier,
+                &want,
+                &mut hits,
+                stop,
+            )?;
         }
         // Anchors and the end marker say where: the nearest wins.
         let pinned = !chunk.anchors.is_empty() || chunk.eof;
@@ -553,7 +583,7 @@ fn locate(
             let mut hits = Hits::default();
             let end = window_start.min(last_start + 1);
             if end > 0 {
-                scan(file, 0, end - 1, tier, &want, &mut hits);
+                scan(file, (0, end - 1), tier, &want, &mut hits, stop)?;
             }
             if let Some(found) = verdict(&hits, tier, false, chunk, index)? {
                 return Ok(Some(found));
@@ -586,13 +616,22 @@ fn verdict(
     }
 }
 
-fn not_found(file: &FileText<'_>, old: &[&str], chunk: &Chunk, index: usize) -> PlanError {
+fn not_found(
+    file: &FileText<'_>,
+    old: &[&str],
+    chunk: &Chunk,
+    index: usize,
+    stop: &dyn Fn() -> bool,
+) -> PlanError {
     let want: Vec<&str> = old.iter().map(|l| l.trim()).collect();
     let mut best: Option<Closest> = None;
     if !want.is_empty() {
         let span = want.len().min(file.len);
         let mut it = file.segs(0);
         for s in 0..=(file.len - span) {
+            if s % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 && stop() {
+                return PlanError::Stopped;
+            }
             let window = || it.clone().take(span).map(|l| l.text.trim());
             let agree = window().zip(&want).filter(|(l, w)| l == *w).count();
             if agree > 0 && best.as_ref().is_none_or(|b| agree > b.matching_lines) {

@@ -269,6 +269,10 @@ pub fn patch_error(e: PatchError) -> ToolError {
                     false,
                     "Nothing was written: planning took longer than this call may wait. Split the patch into smaller apply_patch calls (fewer or smaller files), or make the edit with exec_command.",
                 ),
+                StopReason::Busy => (
+                    true,
+                    "Nothing was written: another apply_patch held the workspace for this call's whole wait budget. Call again.",
+                ),
             };
             err_as(
                 ErrorCode::PatchFailed,

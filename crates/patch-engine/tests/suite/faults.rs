@@ -415,3 +415,81 @@ fn cancellation_and_the_deadline_stop_planning_and_write_nothing() {
         "A\n"
     );
 }
+
+/// A big stale hunk costs file lines × hunk lines to match: cancellation
+/// and the deadline are looked at while it is matched, not only between
+/// files, and a patch waiting for the engine gives up at its deadline
+/// (`busy`) instead of waiting out the other one.
+// See: target/attack-session3.md M1
+#[test]
+fn matching_a_big_stale_hunk_stops_and_waiting_patches_give_up() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let big = "a\n".repeat(40_000);
+    let (t, engine) = setup(&[("big.txt", big.as_str()), ("small.txt", "x\n")]);
+    let engine = Arc::new(engine);
+    let stale = format!(
+        "*** Begin Patch\n*** Update File: big.txt\n@@\n{}-b\n+c\n*** End Patch\n",
+        " a\n".repeat(4000)
+    );
+    // Stopped from inside the matching: the third look at the signal is
+    // the second one the matcher takes.
+    let looks = Arc::new(AtomicUsize::new(0));
+    let counter = looks.clone();
+    let opts =
+        ApplyOptions::default().with_cancelled(move || counter.fetch_add(1, Ordering::SeqCst) >= 2);
+    let f = engine.apply_detailed(&stale, &opts).unwrap_err();
+    assert!(
+        matches!(
+            f.error,
+            PatchError::Stopped {
+                reason: ctm_patch_engine::StopReason::Cancelled
+            }
+        ),
+        "{:?}",
+        f.error
+    );
+    assert!(looks.load(Ordering::SeqCst) >= 3);
+    // While that hunk is matched (and the engine held), a small patch with
+    // a deadline gives up at it.
+    let entered = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let (e, r) = (entered.clone(), release.clone());
+    let slow = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let n = AtomicUsize::new(0);
+            let opts = ApplyOptions::default().with_cancelled(move || {
+                if n.fetch_add(1, Ordering::SeqCst) >= 1 {
+                    e.store(true, Ordering::SeqCst);
+                }
+                r.load(Ordering::SeqCst)
+            });
+            engine.apply_detailed(&stale, &opts).unwrap_err().error
+        })
+    };
+    while !entered.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let small = "*** Begin Patch\n*** Update File: small.txt\n-x\n+y\n*** End Patch\n";
+    let soon = ApplyOptions::default()
+        .with_deadline(std::time::Instant::now() + std::time::Duration::from_millis(200));
+    let f = engine.apply_detailed(small, &soon).unwrap_err();
+    assert!(
+        matches!(
+            f.error,
+            PatchError::Stopped {
+                reason: ctm_patch_engine::StopReason::Busy
+            }
+        ),
+        "{:?}",
+        f.error
+    );
+    release.store(true, Ordering::SeqCst);
+    assert!(matches!(slow.join().unwrap(), PatchError::Stopped { .. }));
+    // Free again: the small patch applies.
+    engine.apply(small, &ApplyOptions::default()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
+        "y\n"
+    );
+}
