@@ -269,6 +269,15 @@ async fn run(
             "both --auth-token and --oauth-mode are set: /mcp accepts the static token and OAuth access tokens"
         );
     }
+    if let Some(t) = &server.config.auth_token
+        && t.len() < ctm_auth::STRONG_TOKEN_CHARS
+    {
+        tracing::warn!(
+            "the auth token has {} characters, fewer than {}: it is checked only outside the failure backoff, so wrong tokens from many addresses can lock out clients holding it for up to 15 minutes; use a longer one (--generate-auth-token makes one)",
+            t.len(),
+            ctm_auth::STRONG_TOKEN_CHARS
+        );
+    }
     let limits = &server.limits;
     let config = ctm_transport_http::HttpConfig {
         max_body_bytes: limits.max_body_bytes,

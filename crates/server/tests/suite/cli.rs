@@ -196,6 +196,12 @@ fn auth_mode_and_generated_tokens_over_http() {
         s.post(&ping, &[("Authorization", "Bearer tok-42")]).status,
         200
     );
+    // A short token is guessable enough to stay behind the backoff, which
+    // others' failures can fill: the operator is told at start.
+    // See: target/attack-session3.md L1
+    let warned = std::iter::from_fn(|| s.stderr.next())
+        .any(|l| l.contains("fewer than 32") && l.contains("--generate-auth-token"));
+    assert!(warned, "{:?}", s.stderr.seen.lock().unwrap());
     // A non-loopback bind without any: a token is generated and printed once.
     let mut c = command(ws.path(), &["--port", "0", "--host", "0.0.0.0"]);
     c.env("CODING_TOOLS_MCP_GENERATE_AUTH_TOKEN", "yes");
@@ -208,6 +214,10 @@ fn auth_mode_and_generated_tokens_over_http() {
         .trim()
         .to_owned();
     assert!(token.len() >= 40, "{token}");
+    assert!(
+        !seen.iter().any(|l| l.contains("fewer than 32")),
+        "{seen:?}"
+    );
     let addr = s.addr.replace("0.0.0.0", "127.0.0.1");
     let local = HttpClient { addr };
     assert_eq!(local.post(&ping, &[]).status, 401);
