@@ -23,10 +23,17 @@ use ctm_protocol_eras::{
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 type InFlight = Arc<Mutex<HashMap<String, Cancellation>>>;
+
+/// An answer and the slot of the message it answers.
+type Outgoing = (Value, OwnedSemaphorePermit);
+
+/// Messages read but not yet answered (or dropped) at most: past it the
+/// input is not read until an answer is written.
+pub const MAX_PENDING: usize = 64;
 
 /// After end of input, how much longer than the wait budget the requests
 /// already read get to finish.
@@ -46,14 +53,21 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::unbounded_channel::<Value>();
+    let (tx, rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = tokio::spawn(write_lines(output, rx));
     let in_flight: InFlight = Arc::default();
+    let pending = Arc::new(Semaphore::new(MAX_PENDING));
     let mut tasks = JoinSet::new();
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     loop {
         line.clear();
+        // A slot per message until its answer is written: a client that
+        // sends without reading stops being read once MAX_PENDING answers
+        // wait, instead of queueing them without bound.
+        let Ok(slot) = pending.clone().acquire_owned().await else {
+            break;
+        };
         match read_line(&mut reader, &mut line, MAX_LINE_BYTES).await? {
             Line::End => break,
             Line::Read => {}
@@ -66,7 +80,7 @@ where
                     "line_too_long",
                 )
                 .with_data("max_bytes", serde_json::json!(MAX_LINE_BYTES));
-                let _ = tx.send(error_response(Some(&Value::Null), &error));
+                let _ = tx.send((error_response(Some(&Value::Null), &error), slot));
                 continue;
             }
         }
@@ -76,7 +90,7 @@ where
         match prepare(&line, None) {
             Prepared::Reply(reply) => {
                 if let Some(body) = reply.body {
-                    let _ = tx.send(body);
+                    let _ = tx.send((body, slot));
                 }
             }
             Prepared::Notification(req, era) => {
@@ -113,7 +127,7 @@ where
                     if !cancel.is_cancelled()
                         && let Some(body) = reply.body
                     {
-                        let _ = tx.send(body);
+                        let _ = tx.send((body, slot));
                     }
                 });
             }
@@ -199,9 +213,10 @@ fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<String, Cancellation>
 
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
-    mut rx: mpsc::UnboundedReceiver<Value>,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
 ) -> std::io::Result<()> {
-    while let Some(msg) = rx.recv().await {
+    // The slot is given back once the answer is written (dropped here).
+    while let Some((msg, _slot)) = rx.recv().await {
         let mut bytes = match serde_json::to_vec(&msg) {
             Ok(b) => b,
             Err(e) => {

@@ -341,3 +341,75 @@ fn a_message_of_millions_of_values_is_refused_before_it_is_built() {
     let r = s.request(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
     assert!(r.get("result").is_some(), "{r}");
 }
+
+/// A client that sends without reading its answers: once 64 answers wait
+/// to be written, the server stops reading its input instead of queueing
+/// answers without bound (400 unread reads once took 822 MB). All answers
+/// arrive once the client reads.
+// See: target/attack-session3.md L4
+#[test]
+fn a_client_that_never_reads_cannot_make_answers_pile_up() {
+    use std::io::{BufRead, Write};
+    let ws = workspace();
+    let text: String = (0..16_384).map(|i| format!("line {i:026}\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), &text).unwrap();
+    let mut child = command(ws.path(), &["--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    const N: i64 = 400;
+    let writer = std::thread::spawn(move || {
+        for id in 1..=N {
+            let msg = call(
+                id,
+                "read_file",
+                json!({"path": "big.txt", "max_bytes": 1_048_576}),
+            );
+            if writeln!(stdin, "{msg}").is_err() {
+                return;
+            }
+        }
+        // Keep stdin open until the reader is done.
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        drop(stdin);
+    });
+    // Give the server time to answer what it will read; nothing is read back.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    // 400 answers of ~1 MiB (twice, as text and structured) would be about
+    // 800 MB; 64 of them under 200 MB.
+    assert!(
+        peak_kib < 300 * 1024,
+        "peak RSS {peak_kib} KiB: unread answers piled up"
+    );
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = std::collections::BTreeSet::new();
+    let mut line = String::new();
+    while seen.len() < N as usize {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["result"]["isError"],
+            false,
+            "{}",
+            &line[..200.min(line.len())]
+        );
+        seen.insert(v["id"].as_i64().unwrap());
+    }
+    assert_eq!(seen.len(), N as usize, "every request is answered");
+    writer.join().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+}
