@@ -144,7 +144,14 @@ struct Registration {
     at: Instant,
     from: Option<IpAddr>,
     completed: bool,
+    /// When its authorize page was last opened or submitted: a sign-in in
+    /// progress, which eviction spares while others are left.
+    touched: Option<Instant>,
 }
+
+/// How long an opened authorize page protects its registration from being
+/// forgotten to make room.
+const SIGN_IN_GRACE: Duration = Duration::from_secs(600);
 
 impl Client {
     /// A dynamic client that never completed a flow within `ttl`.
@@ -362,32 +369,40 @@ fn unused(clients: &HashMap<String, Client>, from: impl Fn(&Registration) -> boo
         .count()
 }
 
-/// The id of the oldest unused dynamic registration whose origin passes `from`.
-fn oldest_unused(
+/// The unused dynamic registration to forget among those whose origin
+/// passes `from`: one with no sign-in in progress before one with, and
+/// the newest first, so a flood replaces its own registrations rather
+/// than the older one a client is signing in with.
+fn eviction_victim(
     clients: &HashMap<String, Client>,
     from: impl Fn(&Registration) -> bool,
+    now: Instant,
 ) -> Option<String> {
+    let signing_in = |r: &Registration| {
+        r.touched
+            .is_some_and(|t| now.saturating_duration_since(t) < SIGN_IN_GRACE)
+    };
     clients
         .iter()
         .filter_map(|(id, c)| c.dynamic.map(|r| (id, r)))
         .filter(|(_, r)| !r.completed && from(r))
-        .min_by_key(|(_, r)| r.at)
+        .min_by_key(|(_, r)| (signing_in(r), std::cmp::Reverse(r.at)))
         .map(|(id, _)| id.clone())
 }
 
 /// The address key holding the most unused registrations (ties: the one
-/// whose oldest is oldest, as the map is scanned by age).
+/// that registered last).
 fn busiest_holder(clients: &HashMap<String, Client>) -> Option<Option<IpAddr>> {
     let mut held: HashMap<Option<IpAddr>, (usize, Instant)> = HashMap::new();
     for r in clients.values().filter_map(|c| c.dynamic) {
         if !r.completed {
             let e = held.entry(r.from).or_insert((0, r.at));
             e.0 += 1;
-            e.1 = e.1.min(r.at);
+            e.1 = e.1.max(r.at);
         }
     }
     held.into_iter()
-        .max_by(|(_, (n1, t1)), (_, (n2, t2))| n1.cmp(n2).then(t2.cmp(t1)))
+        .max_by(|(_, (n1, t1)), (_, (n2, t2))| n1.cmp(n2).then(t1.cmp(t2)))
         .map(|(k, _)| k)
 }
 
@@ -622,19 +637,20 @@ impl OAuthServer {
             let ttl = self.cfg.unused_client_ttl;
             clients.retain(|_, c| !c.expired(now, ttl));
             let max = self.cfg.max_clients.max(1);
-            // Make room by forgetting unused registrations: first this
-            // address's oldest beyond its share, then, when the table is
-            // full, the oldest of the address holding the most. A flood
-            // shortens the life of unused registrations (the flooder's
-            // first); it never refuses a new client.
-            if let Some(victim) = oldest_unused(&clients, |r| r.from == from)
+            // Make room by forgetting unused registrations: first one of
+            // this address's beyond its share, then, when the table is
+            // full, one of the address holding the most (see
+            // `eviction_victim`: not a sign-in in progress while another
+            // is left, newest first). A flood replaces its own
+            // registrations; it never refuses a new client.
+            if let Some(victim) = eviction_victim(&clients, |r| r.from == from, now)
                 .filter(|_| unused(&clients, |r| r.from == from) >= (max / 10).max(1))
             {
                 clients.remove(&victim);
             }
             if unused(&clients, |_| true) >= max
-                && let Some(victim) =
-                    busiest_holder(&clients).and_then(|k| oldest_unused(&clients, |r| r.from == k))
+                && let Some(victim) = busiest_holder(&clients)
+                    .and_then(|k| eviction_victim(&clients, |r| r.from == k, now))
             {
                 clients.remove(&victim);
             }
@@ -648,6 +664,7 @@ impl OAuthServer {
                         at: now,
                         from,
                         completed: false,
+                        touched: None,
                     }),
                 },
             );
@@ -678,10 +695,10 @@ impl OAuthServer {
     ) -> Result<(String, String), AuthResponse> {
         let client_id = p.get("client_id").cloned().unwrap_or_default();
         let redirect_uri = p.get("redirect_uri").cloned().unwrap_or_default();
-        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let ttl = self.cfg.unused_client_ttl;
-        let Some(client) = clients.get(&client_id).filter(|c| !c.expired(now, ttl)) else {
+        let Some(client) = clients.get_mut(&client_id).filter(|c| !c.expired(now, ttl)) else {
             return Err(AuthResponse::html(
                 400,
                 "<p>Unknown client_id. Register the client first (POST /oauth/register).</p>"
@@ -694,6 +711,10 @@ impl OAuthServer {
                 400,
                 "<p>redirect_uri does not exactly match a registered redirect URI.</p>".into(),
             ));
+        }
+        // A sign-in in progress: spared by eviction for a while.
+        if let Some(r) = client.dynamic.as_mut() {
+            r.touched = Some(now);
         }
         let redirect_err = |error: &str, desc: &str| {
             let mut loc = format!(
@@ -1127,11 +1148,17 @@ mod tests {
     #[test]
     fn attack_m3_registration_flood_evicts_instead_of_refusing() {
         let s = server(20);
-        // An IPv6 host rotating within its /64 holds the share of one address (2).
+        // An IPv6 host rotating within its /64 holds the share of one address
+        // (2): its newest registrations replace each other, the first stays
+        // (attack review of this session, L2: a flood from a shared address
+        // must not push out the older registration a client signs in with).
         let ids: Vec<String> = (1..=5)
             .map(|i| id(&register_from(&s, &format!("fd99::{i}"))))
             .collect();
-        assert_eq!(held_from(&s, "fd99::abcd"), ids[3..].to_vec());
+        assert_eq!(
+            held_from(&s, "fd99::abcd"),
+            vec![ids[0].clone(), ids[4].clone()]
+        );
         // Ten addresses fill the table (20 unused).
         for a in 1..=9 {
             for _ in 0..2 {
@@ -1164,6 +1191,45 @@ mod tests {
         let clients = s.clients.lock().unwrap();
         assert_eq!(unused(&clients, |_| true), 2);
         assert_eq!(clients.len(), 22);
+    }
+
+    /// See: target/attack-session3.md L2. A client that opened its
+    /// authorize page keeps its registration while a flood from many
+    /// addresses fills the table, and so does an older one from an address
+    /// the flood shares.
+    #[test]
+    fn a_sign_in_in_progress_survives_a_registration_flood() {
+        let s = server(20);
+        let mine = id(&register_from(&s, "10.9.0.1"));
+        let page = s.handle(&AuthRequest {
+            method: "GET",
+            path: "/oauth/authorize",
+            query: &format!(
+                "response_type=code&client_id={mine}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256"
+            ),
+            authorization: None,
+            content_type: None,
+            body: b"",
+            base_url: "http://h:1",
+            audience: "http://h:1/mcp",
+            client_ip: Some("10.9.0.1".parse().unwrap()),
+        });
+        assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+        // 1,001 addresses, one registration each.
+        for a in 0..1001u32 {
+            id(&register_from(
+                &s,
+                &format!("10.{}.{}.{}", 10 + a / 65536, (a / 256) % 256, a % 256),
+            ));
+        }
+        assert_eq!(held_from(&s, "10.9.0.1"), vec![mine.clone()]);
+        // An older registration from the flooding address itself stays too.
+        let s = server(20);
+        let older = id(&register_from(&s, "10.8.0.1"));
+        for _ in 0..REGISTRATION_BURST - 1 {
+            id(&register_from(&s, "10.8.0.1"));
+        }
+        assert!(held_from(&s, "10.8.0.1").contains(&older));
     }
 
     /// See: attack review of issue 17, M3. One address registers at most
