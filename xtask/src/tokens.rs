@@ -41,6 +41,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
+use crate::bench::Rng;
 use crate::peer::Peer;
 use crate::{run_cmd, target_dir};
 
@@ -213,22 +214,6 @@ fn check_budgets(ours: &Run) -> Vec<String> {
 
 // ---------------------------------------------------------------------------
 // The scratch repository.
-
-/// A deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const WORDS: &[&str] = &[
     "alpha", "beta", "gamma", "delta", "omega", "value", "result", "buffer", "index", "token",
