@@ -306,15 +306,6 @@ fn slow_and_oversized_requests_are_cut_off_and_descriptors_stay_bounded() {
     assert_eq!((r.status, r.json()["id"].clone()), (200, json!(3)));
 }
 
-fn status_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// `yes` for 30 s and a 2 GiB `/dev/zero` stream at the same time, through
 /// the real server over stdio: the server keeps each command's retained
 /// output (512 KiB per stream) and drops the rest as it arrives, so its peak

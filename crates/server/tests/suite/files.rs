@@ -841,13 +841,6 @@ fn zero_rgba_png(w: u32, h: u32) -> Vec<u8> {
     out
 }
 
-/// The server's peak resident memory, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// At most two images decode at once, for every client: eight concurrent
 /// resizes of a 40 MP image (about 160 MB of RGBA each) once peaked at
 /// 1.2 GB (32 at 4.9 GB). The others wait their turn, and all succeed.

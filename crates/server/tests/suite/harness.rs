@@ -406,3 +406,19 @@ pub fn init_request(id: i64, version: &str) -> Value {
 pub fn call(id: i64, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":arguments}})
 }
+
+/// A `/proc/<pid>/status` field in KiB (`VmRSS:`, `VmHWM:`, ...).
+pub fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// A process's peak resident memory, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}

@@ -995,13 +995,7 @@ fn a_git_file_fifo_or_device_never_hangs_or_floods_the_server() {
         let r = s.request(&call(2, tool, args));
         assert!(r.get("result").is_some(), "{r}");
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let peak_kib = peak_rss_kib(s.child.id());
     assert!(peak_kib < 256 * 1024, "the server grew to {peak_kib} KiB");
 }
 

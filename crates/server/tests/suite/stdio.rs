@@ -378,13 +378,7 @@ fn a_client_that_never_reads_cannot_make_answers_pile_up() {
     });
     // Give the server time to answer what it will read; nothing is read back.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let peak_kib = peak_rss_kib(child.id());
     // 400 answers of ~1 MiB (twice, as text and structured) would be about
     // 800 MB; 64 of them under 200 MB.
     assert!(
