@@ -247,6 +247,219 @@ fn invalid(message: String, details: Value) -> ToolError {
     ToolError::invalid_argument(message, details)
 }
 
+/// A typed argument read from a validated map: the value given, else the
+/// catalog's default for it. `Option<T>` is exactly what was given (absent
+/// or null is `None`, whatever the default).
+pub trait FromArg: Sized {
+    /// Whether an absent, default-less argument has a value of this type
+    /// (`None`, an empty list); checked at compile time by [`tool_args!`].
+    const MAY_BE_ABSENT: bool = false;
+
+    /// Reads `value` (already validated against `kind`), else the default.
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self;
+}
+
+impl FromArg for String {
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        let default = match kind {
+            Kind::Str { default, .. } => *default,
+            _ => None,
+        };
+        value
+            .and_then(Value::as_str)
+            .or(default)
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+impl FromArg for u64 {
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        let default = match kind {
+            Kind::Int { default, .. } => *default,
+            _ => None,
+        };
+        value
+            .and_then(Value::as_u64)
+            .or(default)
+            .unwrap_or_default()
+    }
+}
+
+impl FromArg for usize {
+    /// Saturating on targets where `usize` is narrower than the bound.
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        usize::try_from(u64::from_arg(value, kind)).unwrap_or(usize::MAX)
+    }
+}
+
+impl FromArg for u32 {
+    /// Saturating; every `u32` argument's maximum is far below `u32::MAX`.
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        u32::try_from(u64::from_arg(value, kind)).unwrap_or(u32::MAX)
+    }
+}
+
+impl FromArg for bool {
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        let default = match kind {
+            Kind::Bool { default } => *default,
+            _ => None,
+        };
+        value
+            .and_then(Value::as_bool)
+            .or(default)
+            .unwrap_or_default()
+    }
+}
+
+impl FromArg for Vec<String> {
+    const MAY_BE_ABSENT: bool = true;
+
+    fn from_arg(value: Option<&Value>, _: &Kind) -> Self {
+        value
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// An object argument (`env`, `arguments`), in the order given.
+impl FromArg for Map<String, Value> {
+    const MAY_BE_ABSENT: bool = true;
+
+    fn from_arg(value: Option<&Value>, _: &Kind) -> Self {
+        value
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl<T: FromArg> FromArg for Option<T> {
+    const MAY_BE_ABSENT: bool = true;
+
+    fn from_arg(value: Option<&Value>, kind: &Kind) -> Self {
+        value.map(|v| T::from_arg(Some(v), kind))
+    }
+}
+
+/// A tool's typed arguments, built from its validated map.
+pub trait ToolArgs: Sized {
+    /// The input properties, in `inputSchema` order.
+    const PARAMS: &'static [Param];
+
+    /// Builds the arguments from a map [`validate`] accepted.
+    fn from_map(map: &Map<String, Value>) -> Self;
+}
+
+/// A field's wire name: its identifier without the `r#` of a raw one.
+pub const fn field_name(ident: &'static str) -> &'static str {
+    match ident.as_bytes() {
+        [b'r', b'#', rest @ ..] => match std::str::from_utf8(rest) {
+            Ok(name) => name,
+            Err(_) => panic!("identifiers are UTF-8"),
+        },
+        _ => ident,
+    }
+}
+
+/// Declares a tool's arguments once: each field names its property, its
+/// Rust type and its catalog declaration (kind, default, bounds and
+/// description). From that come the struct, its `PARAMS` (the input
+/// schema), [`ToolArgs::from_map`], and a compile-time check that every
+/// optional non-`Option` field has a default.
+macro_rules! tool_args {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $decl:expr ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        $(
+            const _: () = assert!(
+                <$ty as $crate::args::FromArg>::MAY_BE_ABSENT
+                    || $decl.required
+                    || $decl.kind.has_default(),
+                concat!(
+                    stringify!($name), ".", stringify!($field),
+                    " is optional, not an Option and has no default"
+                ),
+            );
+        )*
+
+        impl $crate::args::ToolArgs for $name {
+            const PARAMS: &'static [$crate::catalog::Param] = &[
+                $( $decl.named($crate::args::field_name(stringify!($field))), )*
+            ];
+
+            #[allow(unused_variables, reason = "tools without arguments ignore the map")]
+            fn from_map(map: &serde_json::Map<String, serde_json::Value>) -> Self {
+                Self {
+                    $( $field: <$ty as $crate::args::FromArg>::from_arg(
+                        map.get($crate::args::field_name(stringify!($field))),
+                        &$decl.kind,
+                    ), )*
+                }
+            }
+        }
+    };
+}
+pub(crate) use tool_args;
+
+/// Declares a string argument with a fixed set of values as an enum: the
+/// variants and their wire names are written once, and `NAMES` is the
+/// schema's `enum`.
+macro_rules! choice_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $wire:literal ),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        $vis enum $name { $( $(#[$vmeta])* $variant, )+ }
+
+        impl $name {
+            /// The wire names, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[ $( $wire ),+ ];
+
+            /// The wire name.
+            #[allow(dead_code, reason = "not every choice is rendered back")]
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Self::$variant => $wire, )+ }
+            }
+
+            fn from_wire(s: &str) -> Option<Self> {
+                match s { $( $wire => Some(Self::$variant), )+ _ => None }
+            }
+        }
+
+        impl $crate::args::FromArg for $name {
+            fn from_arg(
+                value: Option<&serde_json::Value>,
+                kind: &$crate::catalog::Kind,
+            ) -> Self {
+                let given = <String as $crate::args::FromArg>::from_arg(value, kind);
+                // Validation admitted only the names; the first variant
+                // stands in for the impossible rest.
+                Self::from_wire(&given).unwrap_or([$( Self::$variant ),+][0])
+            }
+        }
+    };
+}
+pub(crate) use choice_enum;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,96 +579,5 @@ mod tests {
         let spec = find("list_files", true).unwrap();
         assert!(validate(spec, Some(&json!({"patterns":["*.rs"]}))).is_ok());
         assert!(validate(spec, Some(&json!({"patterns":"*.rs"}))).is_err());
-    }
-}
-
-/// Validated arguments with the catalog's defaults filled in on read, so a
-/// default is written down once (in the catalog).
-#[derive(Debug, Clone)]
-pub struct Args {
-    spec: &'static ToolSpec,
-    map: Map<String, Value>,
-}
-
-impl Args {
-    pub fn new(spec: &'static ToolSpec, map: Map<String, Value>) -> Self {
-        Self { spec, map }
-    }
-
-    fn param(&self, name: &str) -> Option<&Param> {
-        self.spec.params.iter().find(|p| p.name == name)
-    }
-
-    /// An integer argument, or its default.
-    pub fn u64(&self, name: &str) -> Option<u64> {
-        self.map
-            .get(name)
-            .and_then(Value::as_u64)
-            .or_else(|| match self.param(name)?.kind {
-                Kind::Int { default, .. } => default,
-                _ => None,
-            })
-    }
-
-    /// An integer argument that has a default in the catalog: the value
-    /// given, else that default (stated once, there).
-    pub fn int(&self, name: &str) -> u64 {
-        let v = self.u64(name);
-        debug_assert!(
-            v.is_some(),
-            "{}.{name} has no catalog default; read it with u64()",
-            self.spec.name
-        );
-        v.unwrap_or_default()
-    }
-
-    /// [`Args::int`] as usize (saturating on 32-bit targets).
-    pub fn size(&self, name: &str) -> usize {
-        usize::try_from(self.int(name)).unwrap_or(usize::MAX)
-    }
-
-    /// A string argument, or its default.
-    pub fn str(&self, name: &str) -> Option<&str> {
-        self.map
-            .get(name)
-            .and_then(Value::as_str)
-            .or_else(|| match self.param(name)?.kind {
-                Kind::Str { default, .. } => default,
-                _ => None,
-            })
-    }
-
-    /// A boolean argument, or its default (false when it has none).
-    pub fn bool(&self, name: &str) -> bool {
-        self.map
-            .get(name)
-            .and_then(Value::as_bool)
-            .unwrap_or_else(|| {
-                matches!(
-                    self.param(name).map(|p| p.kind),
-                    Some(Kind::Bool {
-                        default: Some(true)
-                    })
-                )
-            })
-    }
-
-    /// A string-list argument (empty when absent).
-    pub fn strings(&self, name: &str) -> Vec<String> {
-        self.map
-            .get(name)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The raw map.
-    pub fn map(&self) -> &Map<String, Value> {
-        &self.map
     }
 }

@@ -7,6 +7,40 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::args::{ToolArgs, choice_enum, tool_args};
+use crate::output::Shape;
+use crate::tools::files;
+
+choice_enum! {
+    /// The order of `list_dir` entries.
+    pub enum ListSort { Name = "name", Type = "type", Modified = "modified" }
+}
+
+choice_enum! {
+    /// The order of `list_files` results.
+    pub enum FilesSort { Path = "path", Modified = "modified" }
+}
+
+choice_enum! {
+    /// How much of a command's output an answer carries.
+    pub enum Verbosity { Summary = "summary", Preview = "preview", Full = "full" }
+}
+
+choice_enum! {
+    /// The first signal `kill_command` sends.
+    pub enum KillSignal { Term = "TERM", Kill = "KILL", Int = "INT" }
+}
+
+choice_enum! {
+    /// A command's output stream.
+    pub enum OutputStream { Stdout = "stdout", Stderr = "stderr" }
+}
+
+choice_enum! {
+    /// How long a requested grant would last.
+    pub enum GrantScope { Once = "once", Session = "session" }
+}
+
 /// What a property accepts.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
@@ -83,20 +117,56 @@ pub struct ToolSpec {
     pub description: &'static str,
     pub annotations: Annotations,
     pub params: &'static [Param],
+    /// The schema of a success's fields (from its [`tool_result!`]
+    /// struct).
+    ///
+    /// [`tool_result!`]: crate::output::tool_result
+    pub output: Option<fn() -> Value>,
 }
 
-const fn req(name: &'static str, kind: Kind, description: &'static str) -> Param {
-    Param {
-        name,
+/// One property as declared in a [`tool_args!`] struct: the field's
+/// identifier names it.
+#[derive(Debug, Clone, Copy)]
+pub struct Decl {
+    pub kind: Kind,
+    pub required: bool,
+    description: &'static str,
+}
+
+impl Decl {
+    /// The property under its wire name.
+    pub const fn named(self, name: &'static str) -> Param {
+        Param {
+            name,
+            kind: self.kind,
+            required: self.required,
+            description: self.description,
+        }
+    }
+}
+
+impl Kind {
+    /// Whether the catalog states a default for this property.
+    pub const fn has_default(&self) -> bool {
+        match self {
+            Kind::Str { default, .. } => default.is_some(),
+            Kind::Int { default, .. } => default.is_some(),
+            Kind::Bool { default } => default.is_some(),
+            Kind::StrList | Kind::StrMap | Kind::Object => false,
+        }
+    }
+}
+
+const fn req(kind: Kind, description: &'static str) -> Decl {
+    Decl {
         kind,
         required: true,
         description,
     }
 }
 
-const fn opt(name: &'static str, kind: Kind, description: &'static str) -> Param {
-    Param {
-        name,
+const fn opt(kind: Kind, description: &'static str) -> Decl {
+    Decl {
         kind,
         required: false,
         description,
@@ -112,18 +182,15 @@ const fn string() -> Kind {
 }
 
 /// The output parameters every exec tool takes.
-const MAX_OUTPUT_BYTES: Param = opt(
-    "max_output_bytes",
+const MAX_OUTPUT_BYTES: Decl = opt(
     int(1, Some(MIB), Some(64 * 1024)),
     "Most output bytes in this answer.",
 );
-const VERBOSITY_PARAM: Param = opt(
-    "verbosity",
-    choice(VERBOSITY, None),
+const VERBOSITY_PARAM: Decl = opt(
+    choice(Verbosity::NAMES, None),
     "How much output to include.",
 );
-const PREVIEW_BYTES: Param = opt(
-    "preview_bytes",
+const PREVIEW_BYTES: Decl = opt(
     int(1, Some(MIB), Some(4_096)),
     "Preview size for summary/preview verbosity.",
 );
@@ -189,15 +256,220 @@ const MIB: u64 = 1024 * 1024;
 /// poll a running command's answer suggests.
 pub const DEFAULT_YIELD_MS: u64 = 10_000;
 
+/// The context lines of a `git_diff`/`git_show` diff by default.
+pub const GIT_CONTEXT_LINES: u32 = 3;
+
+/// The bytes of a `git_diff`/`git_show` answer by default.
+pub const GIT_MAX_BYTES: usize = 256 * 1024;
+
 /// The most `max_bytes` a `read_file` call may ask for.
 pub const READ_MAX_BYTES: u64 = MIB;
-const VERBOSITY: &[&str] = &["summary", "preview", "full"];
 
-const PATH_DOT: Param = opt(
-    "path",
+const PATH_DOT: Decl = opt(
     string_or("."),
     "Workspace-relative path; defaults to the workspace root.",
 );
+
+tool_args! {
+    /// The arguments of a tool that takes none.
+    pub struct NoArgs {}
+}
+
+tool_args! {
+    /// The arguments of `read_file`.
+    pub struct ReadFileArgs {
+        path: String = req(non_empty(), "Workspace-relative file path."),
+        start_line: u64 = opt(int(1, None, Some(1)), "First line to return (1-based).", ),
+        end_line: Option<u64> = opt(int(1, None, None), "Last line to return (inclusive).", ),
+        max_lines: Option<u64> = opt(int(1, None, None), "Most lines to return."),
+        max_bytes: usize = opt(int(1, Some(READ_MAX_BYTES), Some(128 * 1024)), "Most bytes of content to return.", ),
+        #[expect(dead_code, reason = "validated to be utf-8, the only encoding")]
+        encoding: String = opt(choice(&["utf-8"], Some("utf-8")), "Text encoding; only utf-8.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `list_dir`.
+    pub struct ListDirArgs {
+        path: String = PATH_DOT,
+        recursive: bool = opt(boolean(false), "Descend into subdirectories."),
+        max_depth: usize = opt(int(1, Some(20), Some(1)), "Deepest level listed when recursive.", ),
+        max_entries: usize = opt(int(1, Some(10_000), Some(1_000)), "Most entries returned.", ),
+        include_hidden: bool = opt(boolean(false), "Include dot-files and dot-directories.", ),
+        include_ignored: bool = opt(boolean(false), "Include entries ignored by .gitignore/.ignore.", ),
+        sort: ListSort = opt(choice(ListSort::NAMES, Some(ListSort::Name.as_str())), "Order of entries.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `list_files`.
+    pub struct ListFilesArgs {
+        path: String = PATH_DOT,
+        patterns: Vec<String> = opt(Kind::StrList, "Glob patterns a file must match (any of them).", ),
+        glob: Option<String> = opt(string(), "A single glob pattern (same as patterns=[glob]).", ),
+        exclude_patterns: Vec<String> = opt(Kind::StrList, "Glob patterns of files to leave out.", ),
+        include_hidden: bool = opt(boolean(false), "Include dot-files and dot-directories.", ),
+        include_ignored: bool = opt(boolean(false), "Include files ignored by .gitignore/.ignore.", ),
+        max_results: usize = opt(int(1, Some(50_000), Some(5_000)), "Most files returned.", ),
+        sort: FilesSort = opt(choice(FilesSort::NAMES, Some(FilesSort::Path.as_str())), "Order of files.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `search_text`.
+    pub struct SearchTextArgs {
+        query: String = req(non_empty(), "Text or regular expression to find."),
+        path: String = PATH_DOT,
+        regex: bool = opt(boolean(false), "Treat query as a regular expression.", ),
+        case_sensitive: bool = opt(boolean(false), "Match case exactly."),
+        include_globs: Vec<String> = opt(Kind::StrList, "Only search files matching these globs.", ),
+        glob: Option<String> = opt(string(), "A single include glob."),
+        exclude_globs: Vec<String> = opt(Kind::StrList, "Skip files matching these globs.", ),
+        context_lines: usize = opt(int(0, Some(5), Some(0)), "Lines of context around each match.", ),
+        max_results: usize = opt(int(1, Some(10_000), Some(1_000)), "Most matches returned.", ),
+        max_preview_bytes: usize = opt(int(80, Some(4_096), Some(512)), "Longest preview of one matching line.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `apply_patch`.
+    pub struct ApplyPatchArgs {
+        patch: String = req(non_empty(), "The patch text, from *** Begin Patch to *** End Patch.", ),
+        dry_run: bool = opt(boolean(false), "Plan and report without writing.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `exec_command`.
+    pub struct ExecCommandArgs {
+        cmd: String = req(non_empty(), "The command line, run by the shell."),
+        workdir: Option<String> = opt(string_or("."), "Workspace-relative working directory.", ),
+        cwd: Option<String> = opt(string(), "Alias of workdir."),
+        timeout_ms: u64 = opt(int(1, Some(600_000), Some(30_000)), "Kill the command after this long.", ),
+        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS)), "Longest wait before answering running.", ),
+        max_output_bytes: usize = MAX_OUTPUT_BYTES,
+        verbosity: Option<Verbosity> = VERBOSITY_PARAM,
+        preview_bytes: usize = PREVIEW_BYTES,
+        stdin: String = opt(string_or(""), "Text written to stdin before it is closed (pipe mode).", ),
+        tty: bool = opt(boolean(false), "Run under a pseudo-terminal."),
+        env: Map<String, Value> = opt(Kind::StrMap, "Extra environment variables."),
+    }
+}
+
+tool_args! {
+    /// The arguments of `write_stdin`.
+    pub struct WriteStdinArgs {
+        command_id: String = req(non_empty(), "The command_id returned by exec_command.", ),
+        chars: String = opt(string_or(""), "Text to write; empty to poll."),
+        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS)), "Longest wait for output.", ),
+        max_output_bytes: usize = MAX_OUTPUT_BYTES,
+        verbosity: Option<Verbosity> = VERBOSITY_PARAM,
+        preview_bytes: usize = PREVIEW_BYTES,
+    }
+}
+
+tool_args! {
+    /// The arguments of `kill_command`.
+    pub struct KillCommandArgs {
+        command_id: String = req(non_empty(), "The command to stop."),
+        signal: KillSignal = opt(choice(KillSignal::NAMES, Some(KillSignal::Term.as_str())), "First signal sent.", ),
+        wait_ms: u64 = opt(int(0, Some(30_000), Some(5_000)), "Wait after the first signal before KILL.", ),
+        kill_wait_ms: u64 = opt(int(0, Some(30_000), Some(2_000)), "Wait after KILL.", ),
+        max_output_bytes: usize = MAX_OUTPUT_BYTES,
+        verbosity: Option<Verbosity> = VERBOSITY_PARAM,
+        preview_bytes: usize = PREVIEW_BYTES,
+    }
+}
+
+tool_args! {
+    /// The arguments of `read_output`.
+    pub struct ReadOutputArgs {
+        output_ref: String = req(non_empty(), "The output_ref from a command result.", ),
+        stream: Option<OutputStream> = opt(choice(OutputStream::NAMES, None), "Stream, when output_ref names a command.", ),
+        offset: u64 = opt(int(0, None, Some(0)), "Absolute byte offset to read from.", ),
+        limit: usize = opt(int(1, Some(MIB), Some(4_096)), "Most bytes returned.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `git_status`.
+    pub struct GitStatusArgs {
+        path: String = PATH_DOT,
+        include_untracked: bool = opt(boolean(true), "List untracked files."),
+        max_entries: usize = opt(int(1, Some(10_000), Some(1_000)), "Most entries returned.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `git_diff`.
+    pub struct GitDiffArgs {
+        path: Option<String> = opt(string(), "Limit the diff to this path."),
+        paths: Vec<String> = opt(Kind::StrList, "Limit the diff to these paths."),
+        staged: bool = opt(boolean(false), "Include staged changes."),
+        unstaged: bool = opt(boolean(true), "Include unstaged changes."),
+        context_lines: u32 = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64)), "Lines of context per hunk.", ),
+        max_bytes: usize = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64)), "Most diff bytes returned.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `git_log`.
+    pub struct GitLogArgs {
+        path: Option<String> = PATH_DOT,
+        r#ref: String = opt(string_or("HEAD"), "Ref or revision to start from."),
+        max_count: usize = opt(int(1, Some(100), Some(20)), "Most commits returned.", ),
+        skip: usize = opt(int(0, Some(10_000), Some(0)), "Commits to skip first.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `git_show`.
+    pub struct GitShowArgs {
+        rev: String = opt(string_or("HEAD"), "Revision to show."),
+        path: Option<String> = opt(string(), "A file to show at rev, or a path filter for the diff.", ),
+        paths: Vec<String> = opt(Kind::StrList, "Path filters for the diff."),
+        include_diff: bool = opt(boolean(true), "Include the diff."),
+        context_lines: Option<u32> = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64)), "Lines of context per hunk.", ),
+        max_bytes: Option<usize> = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64)), "Most bytes returned.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `git_blame`.
+    pub struct GitBlameArgs {
+        path: String = req(non_empty(), "Workspace-relative file path."),
+        rev: Option<String> = opt(string(), "Revision to blame at; defaults to HEAD."),
+        start_line: u32 = opt(int(1, None, Some(1)), "First line (1-based)."),
+        end_line: Option<u32> = opt(int(1, None, None), "Last line (inclusive)."),
+        max_lines: u32 = opt(int(1, Some(1_000), Some(200)), "Most lines returned.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `request_permissions`.
+    pub struct RequestPermissionsArgs {
+        tool_name: String = req(choice(&["exec_command", "apply_patch"], None), "The tool that needs the permission.", ),
+        permission: String = req(choice(&REQUESTABLE_PERMISSIONS, None), "The permission named by the refusal.", ),
+        #[expect(dead_code, reason = "echoed from the raw arguments in `requested`")]
+        reason: String = req(non_empty(), "Why it is needed."),
+        #[expect(dead_code, reason = "echoed from the raw arguments in `requested`")]
+        arguments: Map<String, Value> = req(Kind::Object, "The arguments of the refused call.", ),
+        scope: GrantScope = opt(choice(GrantScope::NAMES, Some(GrantScope::Once.as_str())), "How long the grant would last.", ),
+        #[expect(dead_code, reason = "no grant is ever issued with a lifetime")]
+        ttl_seconds: u64 = opt(int(1, Some(3_600), Some(300)), "Lifetime of a session grant.", ),
+    }
+}
+
+tool_args! {
+    /// The arguments of `view_image`.
+    pub struct ViewImageArgs {
+        path: String = req(non_empty(), "Workspace-relative image path."),
+        max_bytes: usize = opt(int(1_024, Some(10 * MIB), Some(5 * MIB)), "Largest image returned.", ),
+        max_width: u32 = opt(int(1, Some(10_000), Some(2_000)), "Widest image returned.", ),
+        max_height: u32 = opt(int(1, Some(10_000), Some(2_000)), "Tallest image returned.", ),
+        auto_resize: bool = opt(boolean(true), "Shrink images that exceed the limits.", ),
+    }
+}
 
 /// The 18 tools, in `tools/list` order.
 pub const TOOLS: &[ToolSpec] = &[
@@ -207,7 +479,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Server info",
         description: "Describe this server: version, supported protocol versions, workspace, tool count and real annotations, auth state, permission mode, runtime directories, project-context receipts, exec policy, limits and the retained-output budget.",
         annotations: READ_ONLY,
-        params: &[],
+        params: NoArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::CheckExecEnvironment,
@@ -215,7 +488,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Check exec environment",
         description: "Report the exec policy, permission gates, Landlock status and runtime directories that exec_command would use, without running any probe.",
         annotations: READ_ONLY,
-        params: &[],
+        params: NoArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::ReadFile,
@@ -223,30 +497,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Read file",
         description: "Read a range of lines of a UTF-8 text file in the workspace. Reports the file's total lines and bytes; when the answer is bounded it names the exact continuation, e.g. read_file(path=\"src/app.py\", start_line=201). Binary files and directories are refused.",
         annotations: READ_ONLY,
-        params: &[
-            req("path", non_empty(), "Workspace-relative file path."),
-            opt(
-                "start_line",
-                int(1, None, Some(1)),
-                "First line to return (1-based).",
-            ),
-            opt(
-                "end_line",
-                int(1, None, None),
-                "Last line to return (inclusive).",
-            ),
-            opt("max_lines", int(1, None, None), "Most lines to return."),
-            opt(
-                "max_bytes",
-                int(1, Some(READ_MAX_BYTES), Some(128 * 1024)),
-                "Most bytes of content to return.",
-            ),
-            opt(
-                "encoding",
-                choice(&["utf-8"], Some("utf-8")),
-                "Text encoding; only utf-8.",
-            ),
-        ],
+        params: ReadFileArgs::PARAMS,
+        output: Some(<files::ReadFileResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ListDir,
@@ -254,35 +506,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "List directory",
         description: "List the entries of a workspace directory, optionally recursively. Honours .gitignore unless include_ignored; hidden entries only with include_hidden. Capped by max_entries with an explicit truncated flag.",
         annotations: READ_ONLY,
-        params: &[
-            PATH_DOT,
-            opt("recursive", boolean(false), "Descend into subdirectories."),
-            opt(
-                "max_depth",
-                int(1, Some(20), Some(1)),
-                "Deepest level listed when recursive.",
-            ),
-            opt(
-                "max_entries",
-                int(1, Some(10_000), Some(1_000)),
-                "Most entries returned.",
-            ),
-            opt(
-                "include_hidden",
-                boolean(false),
-                "Include dot-files and dot-directories.",
-            ),
-            opt(
-                "include_ignored",
-                boolean(false),
-                "Include entries ignored by .gitignore/.ignore.",
-            ),
-            opt(
-                "sort",
-                choice(&["name", "type", "modified"], Some("name")),
-                "Order of entries.",
-            ),
-        ],
+        params: ListDirArgs::PARAMS,
+        output: Some(<files::ListDirResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ListFiles,
@@ -290,44 +515,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "List files",
         description: "List files under a workspace directory, filtered by glob patterns (e.g. patterns=[\"**/*.rs\"]). Honours .gitignore unless include_ignored. Capped by max_results with an explicit truncated flag.",
         annotations: READ_ONLY,
-        params: &[
-            PATH_DOT,
-            opt(
-                "patterns",
-                Kind::StrList,
-                "Glob patterns a file must match (any of them).",
-            ),
-            opt(
-                "glob",
-                string(),
-                "A single glob pattern (same as patterns=[glob]).",
-            ),
-            opt(
-                "exclude_patterns",
-                Kind::StrList,
-                "Glob patterns of files to leave out.",
-            ),
-            opt(
-                "include_hidden",
-                boolean(false),
-                "Include dot-files and dot-directories.",
-            ),
-            opt(
-                "include_ignored",
-                boolean(false),
-                "Include files ignored by .gitignore/.ignore.",
-            ),
-            opt(
-                "max_results",
-                int(1, Some(50_000), Some(5_000)),
-                "Most files returned.",
-            ),
-            opt(
-                "sort",
-                choice(&["path", "modified"], Some("path")),
-                "Order of files.",
-            ),
-        ],
+        params: ListFilesArgs::PARAMS,
+        output: Some(<files::ListFilesResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::SearchText,
@@ -335,42 +524,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Search text",
         description: "Search workspace text files for a literal string or a regex (regex=true), with optional context lines and glob filters. Stops as soon as max_results is known to be exceeded and says so.",
         annotations: READ_ONLY,
-        params: &[
-            req("query", non_empty(), "Text or regular expression to find."),
-            PATH_DOT,
-            opt(
-                "regex",
-                boolean(false),
-                "Treat query as a regular expression.",
-            ),
-            opt("case_sensitive", boolean(false), "Match case exactly."),
-            opt(
-                "include_globs",
-                Kind::StrList,
-                "Only search files matching these globs.",
-            ),
-            opt("glob", string(), "A single include glob."),
-            opt(
-                "exclude_globs",
-                Kind::StrList,
-                "Skip files matching these globs.",
-            ),
-            opt(
-                "context_lines",
-                int(0, Some(5), Some(0)),
-                "Lines of context around each match.",
-            ),
-            opt(
-                "max_results",
-                int(1, Some(10_000), Some(1_000)),
-                "Most matches returned.",
-            ),
-            opt(
-                "max_preview_bytes",
-                int(80, Some(4_096), Some(512)),
-                "Longest preview of one matching line.",
-            ),
-        ],
+        params: SearchTextArgs::PARAMS,
+        output: Some(<files::SearchTextResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ApplyPatch,
@@ -383,18 +538,8 @@ pub const TOOLS: &[ToolSpec] = &[
             idempotent: false,
             open_world: false,
         },
-        params: &[
-            req(
-                "patch",
-                non_empty(),
-                "The patch text, from *** Begin Patch to *** End Patch.",
-            ),
-            opt(
-                "dry_run",
-                boolean(false),
-                "Plan and report without writing.",
-            ),
-        ],
+        params: ApplyPatchArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::ExecCommand,
@@ -407,35 +552,8 @@ pub const TOOLS: &[ToolSpec] = &[
             idempotent: false,
             open_world: true,
         },
-        params: &[
-            req("cmd", non_empty(), "The command line, run by the shell."),
-            opt(
-                "workdir",
-                string_or("."),
-                "Workspace-relative working directory.",
-            ),
-            opt("cwd", string(), "Alias of workdir."),
-            opt(
-                "timeout_ms",
-                int(1, Some(600_000), Some(30_000)),
-                "Kill the command after this long.",
-            ),
-            opt(
-                "yield_time_ms",
-                int(0, Some(30_000), Some(DEFAULT_YIELD_MS)),
-                "Longest wait before answering running.",
-            ),
-            MAX_OUTPUT_BYTES,
-            VERBOSITY_PARAM,
-            PREVIEW_BYTES,
-            opt(
-                "stdin",
-                string_or(""),
-                "Text written to stdin before it is closed (pipe mode).",
-            ),
-            opt("tty", boolean(false), "Run under a pseudo-terminal."),
-            opt("env", Kind::StrMap, "Extra environment variables."),
-        ],
+        params: ExecCommandArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::WriteStdin,
@@ -448,22 +566,8 @@ pub const TOOLS: &[ToolSpec] = &[
             idempotent: false,
             open_world: false,
         },
-        params: &[
-            req(
-                "command_id",
-                non_empty(),
-                "The command_id returned by exec_command.",
-            ),
-            opt("chars", string_or(""), "Text to write; empty to poll."),
-            opt(
-                "yield_time_ms",
-                int(0, Some(30_000), Some(DEFAULT_YIELD_MS)),
-                "Longest wait for output.",
-            ),
-            MAX_OUTPUT_BYTES,
-            VERBOSITY_PARAM,
-            PREVIEW_BYTES,
-        ],
+        params: WriteStdinArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::KillCommand,
@@ -476,27 +580,8 @@ pub const TOOLS: &[ToolSpec] = &[
             idempotent: false,
             open_world: false,
         },
-        params: &[
-            req("command_id", non_empty(), "The command to stop."),
-            opt(
-                "signal",
-                choice(&["TERM", "KILL", "INT"], Some("TERM")),
-                "First signal sent.",
-            ),
-            opt(
-                "wait_ms",
-                int(0, Some(30_000), Some(5_000)),
-                "Wait after the first signal before KILL.",
-            ),
-            opt(
-                "kill_wait_ms",
-                int(0, Some(30_000), Some(2_000)),
-                "Wait after KILL.",
-            ),
-            MAX_OUTPUT_BYTES,
-            VERBOSITY_PARAM,
-            PREVIEW_BYTES,
-        ],
+        params: KillCommandArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::ReadOutput,
@@ -504,28 +589,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Read output",
         description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
-        params: &[
-            req(
-                "output_ref",
-                non_empty(),
-                "The output_ref from a command result.",
-            ),
-            opt(
-                "stream",
-                choice(&["stdout", "stderr"], None),
-                "Stream, when output_ref names a command.",
-            ),
-            opt(
-                "offset",
-                int(0, None, Some(0)),
-                "Absolute byte offset to read from.",
-            ),
-            opt(
-                "limit",
-                int(1, Some(MIB), Some(4_096)),
-                "Most bytes returned.",
-            ),
-        ],
+        params: ReadOutputArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::GitStatus,
@@ -533,15 +598,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Git status",
         description: "Staged, unstaged and untracked changes of the workspace repository, with branch and upstream ahead/behind. Read in-process: no hook or fsmonitor runs.",
         annotations: READ_ONLY,
-        params: &[
-            PATH_DOT,
-            opt("include_untracked", boolean(true), "List untracked files."),
-            opt(
-                "max_entries",
-                int(1, Some(10_000), Some(1_000)),
-                "Most entries returned.",
-            ),
-        ],
+        params: GitStatusArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::GitDiff,
@@ -549,22 +607,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Git diff",
         description: "Unified diff of unstaged (worktree vs index) and/or staged (index vs HEAD) changes, like git diff / git diff --cached, bounded by max_bytes with a continuation hint.",
         annotations: READ_ONLY,
-        params: &[
-            opt("path", string(), "Limit the diff to this path."),
-            opt("paths", Kind::StrList, "Limit the diff to these paths."),
-            opt("staged", boolean(false), "Include staged changes."),
-            opt("unstaged", boolean(true), "Include unstaged changes."),
-            opt(
-                "context_lines",
-                int(0, Some(20), Some(3)),
-                "Lines of context per hunk.",
-            ),
-            opt(
-                "max_bytes",
-                int(1, Some(MIB), Some(256 * 1024)),
-                "Most diff bytes returned.",
-            ),
-        ],
+        params: GitDiffArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::GitLog,
@@ -572,20 +616,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Git log",
         description: "Commits reachable from a ref or revision expression (newest first), optionally only those touching a path. A ref is never read as an option.",
         annotations: READ_ONLY,
-        params: &[
-            PATH_DOT,
-            opt("ref", string_or("HEAD"), "Ref or revision to start from."),
-            opt(
-                "max_count",
-                int(1, Some(100), Some(20)),
-                "Most commits returned.",
-            ),
-            opt(
-                "skip",
-                int(0, Some(10_000), Some(0)),
-                "Commits to skip first.",
-            ),
-        ],
+        params: GitLogArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::GitShow,
@@ -593,26 +625,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Git show",
         description: "A commit's metadata and its diff against its first parent, or a file's content at a revision when path names a file, bounded by max_bytes.",
         annotations: READ_ONLY,
-        params: &[
-            opt("rev", string_or("HEAD"), "Revision to show."),
-            opt(
-                "path",
-                string(),
-                "A file to show at rev, or a path filter for the diff.",
-            ),
-            opt("paths", Kind::StrList, "Path filters for the diff."),
-            opt("include_diff", boolean(true), "Include the diff."),
-            opt(
-                "context_lines",
-                int(0, Some(20), Some(3)),
-                "Lines of context per hunk.",
-            ),
-            opt(
-                "max_bytes",
-                int(1, Some(MIB), Some(256 * 1024)),
-                "Most bytes returned.",
-            ),
-        ],
+        params: GitShowArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::GitBlame,
@@ -620,17 +634,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Git blame",
         description: "Per-line attribution of a file (commit, author, time, original line number), like git blame --porcelain, for a bounded line range.",
         annotations: READ_ONLY,
-        params: &[
-            req("path", non_empty(), "Workspace-relative file path."),
-            opt("rev", string(), "Revision to blame at; defaults to HEAD."),
-            opt("start_line", int(1, None, Some(1)), "First line (1-based)."),
-            opt("end_line", int(1, None, None), "Last line (inclusive)."),
-            opt(
-                "max_lines",
-                int(1, Some(1_000), Some(200)),
-                "Most lines returned.",
-            ),
-        ],
+        params: GitBlameArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::RequestPermissions,
@@ -643,34 +648,8 @@ pub const TOOLS: &[ToolSpec] = &[
             idempotent: false,
             open_world: false,
         },
-        params: &[
-            req(
-                "tool_name",
-                choice(&["exec_command", "apply_patch"], None),
-                "The tool that needs the permission.",
-            ),
-            req(
-                "permission",
-                choice(&REQUESTABLE_PERMISSIONS, None),
-                "The permission named by the refusal.",
-            ),
-            req("reason", non_empty(), "Why it is needed."),
-            req(
-                "arguments",
-                Kind::Object,
-                "The arguments of the refused call.",
-            ),
-            opt(
-                "scope",
-                choice(&["once", "session"], Some("once")),
-                "How long the grant would last.",
-            ),
-            opt(
-                "ttl_seconds",
-                int(1, Some(3_600), Some(300)),
-                "Lifetime of a session grant.",
-            ),
-        ],
+        params: RequestPermissionsArgs::PARAMS,
+        output: None,
     },
     ToolSpec {
         tool: Tool::ViewImage,
@@ -678,29 +657,8 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "View image",
         description: "Return a workspace image (PNG, JPEG, GIF, WebP) as one MCP image content block, resized to fit max_width x max_height when auto_resize. structuredContent carries the metadata only, never the base64 data.",
         annotations: READ_ONLY,
-        params: &[
-            req("path", non_empty(), "Workspace-relative image path."),
-            opt(
-                "max_bytes",
-                int(1_024, Some(10 * MIB), Some(5 * MIB)),
-                "Largest image returned.",
-            ),
-            opt(
-                "max_width",
-                int(1, Some(10_000), Some(2_000)),
-                "Widest image returned.",
-            ),
-            opt(
-                "max_height",
-                int(1, Some(10_000), Some(2_000)),
-                "Tallest image returned.",
-            ),
-            opt(
-                "auto_resize",
-                boolean(true),
-                "Shrink images that exceed the limits.",
-            ),
-        ],
+        params: ViewImageArgs::PARAMS,
+        output: Some(<files::ViewImageResult as Shape>::shape),
     },
 ];
 
@@ -831,34 +789,10 @@ impl ToolSpec {
             "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema(),
-            "outputSchema": output_schema(),
+            "outputSchema": crate::output::tool_schema(self.output.map(|f| f())),
             "annotations": ann.to_json(self.title),
         })
     }
-}
-
-/// Every tool's `structuredContent` shape: `ok`, and `error` on failure.
-fn output_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "ok": {"type": "boolean"},
-            "error": {
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string"},
-                    "message": {"type": "string"},
-                    "category": {"type": "string", "enum": ["validation", "security", "permission", "runtime", "not_found", "conflict", "internal"]},
-                    "retryable": {"type": "boolean"},
-                    "details": {"type": "object", "additionalProperties": true},
-                },
-                "required": ["code", "message", "category", "retryable", "details"],
-                "additionalProperties": true,
-            },
-        },
-        "required": ["ok"],
-        "additionalProperties": true,
-    })
 }
 
 #[cfg(test)]

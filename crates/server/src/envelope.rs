@@ -190,6 +190,17 @@ pub struct ToolSuccess {
     pub extra_content: Vec<Value>,
 }
 
+impl ToolSuccess {
+    /// A success whose structured result is `result`.
+    pub fn new(text: String, result: &impl serde::Serialize) -> Self {
+        Self {
+            text,
+            structured: crate::output::to_map(result),
+            extra_content: Vec::new(),
+        }
+    }
+}
+
 /// How results are rendered for this deployment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RenderOptions {

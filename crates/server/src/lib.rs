@@ -19,6 +19,7 @@ mod cli;
 mod envelope;
 mod errors;
 mod limits;
+mod output;
 mod server;
 mod timestamp;
 mod tools;

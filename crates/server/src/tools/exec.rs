@@ -10,7 +10,10 @@ use ctm_exec_runtime::{
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
-use crate::args::Args;
+use crate::catalog::{
+    ExecCommandArgs, KillCommandArgs, KillSignal, OutputStream, ReadOutputArgs, Verbosity,
+    WriteStdinArgs,
+};
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
 use crate::server::Server;
@@ -25,8 +28,7 @@ struct Wait {
 /// `yield_time_ms` when none is given.
 use crate::catalog::DEFAULT_YIELD_MS;
 
-fn wait_of(args: &Args, ctx: &RequestContext) -> Wait {
-    let requested_ms = args.int("yield_time_ms");
+fn wait_of(requested_ms: u64, ctx: &RequestContext) -> Wait {
     let budget_ms = ctx.wait_budget.effective_secs.saturating_mul(1000);
     Wait {
         requested_ms,
@@ -247,17 +249,24 @@ enum Poll {
     Ended,
 }
 
+/// What the caller asked to see of the output.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    verbosity: Option<Verbosity>,
+    preview_bytes: usize,
+}
+
 fn render(
     s: &Snapshot,
-    args: &Args,
+    view: View,
     wait: Option<&Wait>,
     ctx: &RequestContext,
     extra: Map<String, Value>,
     poll: Poll,
 ) -> ToolSuccess {
-    let asked_verbosity = args.str("verbosity");
-    let verbosity = asked_verbosity.unwrap_or("full");
-    let preview_bytes = args.size("preview_bytes");
+    let asked_verbosity = view.verbosity;
+    let verbosity = asked_verbosity.map_or("full", Verbosity::as_str);
+    let preview_bytes = view.preview_bytes;
     let id = &s.command_id;
     let streams = [(Stream::Stdout, &s.stdout), (Stream::Stderr, &s.stderr)];
     let mut text = status_line(s);
@@ -481,13 +490,10 @@ fn render(
 
 pub async fn exec_command(
     server: &Server,
-    args: &Args,
+    args: &ExecCommandArgs,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
-    let workdir = match (
-        args.map().get("workdir").and_then(Value::as_str),
-        args.map().get("cwd").and_then(Value::as_str),
-    ) {
+    let workdir = match (args.workdir.as_deref(), args.cwd.as_deref()) {
         (Some(w), Some(c)) if w != c => {
             return Err(ToolError::invalid_argument(
                 format!("workdir ({w:?}) and its alias cwd ({c:?}) disagree"),
@@ -499,25 +505,24 @@ pub async fn exec_command(
         (None, None) => ".".to_owned(),
     };
     let env = args
-        .map()
-        .get("env")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let req = ExecRequest::new(args.str("cmd").unwrap_or_default())
+        .env
+        .iter()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+        .collect();
+    let req = ExecRequest::new(&args.cmd)
         .with_workdir(workdir)
-        .with_timeout(Duration::from_millis(args.int("timeout_ms")))
-        .with_tty(args.bool("tty"))
-        .with_stdin(args.str("stdin").unwrap_or_default())
+        .with_timeout(Duration::from_millis(args.timeout_ms))
+        .with_tty(args.tty)
+        .with_stdin(&args.stdin)
         .with_env(env);
-    let wait = wait_of(args, ctx);
+    let wait = wait_of(args.yield_time_ms, ctx);
     let opts = WaitOptions::default()
         .with_wait(wait.effective)
-        .with_max_output_bytes(args.size("max_output_bytes"));
+        .with_max_output_bytes(args.max_output_bytes);
+    let view = View {
+        verbosity: args.verbosity,
+        preview_bytes: args.preview_bytes,
+    };
     let cmd = req.cmd.clone();
     let env_keys: Vec<String> = req.env.keys().cloned().collect();
     let snap = server
@@ -527,7 +532,7 @@ pub async fn exec_command(
         .map_err(|e| refusal_details(exec_error(e, &server.config), &cmd, env_keys))?;
     Ok(render(
         &snap,
-        args,
+        view,
         Some(&wait),
         ctx,
         Map::new(),
@@ -555,27 +560,26 @@ fn refusal_details(mut e: ToolError, cmd: &str, env_keys: Vec<String>) -> ToolEr
 
 pub async fn write_stdin(
     server: &Server,
-    args: &Args,
+    args: &WriteStdinArgs,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
-    let id = args.str("command_id").unwrap_or_default();
-    let wait = wait_of(args, ctx);
+    let id = args.command_id.as_str();
+    let wait = wait_of(args.yield_time_ms, ctx);
     let opts = WaitOptions::default()
         .with_wait(wait.effective)
-        .with_max_output_bytes(args.size("max_output_bytes"));
+        .with_max_output_bytes(args.max_output_bytes);
+    let view = View {
+        verbosity: args.verbosity,
+        preview_bytes: args.preview_bytes,
+    };
     let snap = server
         .exec
-        .poll(
-            id,
-            args.str("chars").unwrap_or_default(),
-            opts,
-            ctx.cancel.cancelled(),
-        )
+        .poll(id, &args.chars, opts, ctx.cancel.cancelled())
         .await
         .map_err(|e| exec_error(e, &server.config))?;
     Ok(render(
         &snap,
-        args,
+        view,
         Some(&wait),
         ctx,
         Map::new(),
@@ -585,20 +589,24 @@ pub async fn write_stdin(
 
 pub async fn kill_command(
     server: &Server,
-    args: &Args,
+    args: &KillCommandArgs,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
-    let id = args.str("command_id").unwrap_or_default();
-    let signal = match args.str("signal") {
-        Some("KILL") => Signal::Kill,
-        Some("INT") => Signal::Int,
-        _ => Signal::Term,
+    let id = args.command_id.as_str();
+    let signal = match args.signal {
+        KillSignal::Kill => Signal::Kill,
+        KillSignal::Int => Signal::Int,
+        KillSignal::Term => Signal::Term,
     };
     let opts = KillOptions::default()
         .with_signal(signal)
-        .with_wait(Duration::from_millis(args.int("wait_ms")))
-        .with_kill_wait(Duration::from_millis(args.int("kill_wait_ms")))
-        .with_max_output_bytes(args.size("max_output_bytes"));
+        .with_wait(Duration::from_millis(args.wait_ms))
+        .with_kill_wait(Duration::from_millis(args.kill_wait_ms))
+        .with_max_output_bytes(args.max_output_bytes);
+    let view = View {
+        verbosity: args.verbosity,
+        preview_bytes: args.preview_bytes,
+    };
     let outcome = server.exec.kill(id, opts).await.map_err(|e| {
         let mut err = exec_error(e, &server.config);
         err.extra.insert("status".into(), json!("not_found"));
@@ -631,7 +639,7 @@ pub async fn kill_command(
     } else {
         Poll::Ended
     };
-    let mut r = render(&outcome.snapshot, args, None, ctx, extra, poll);
+    let mut r = render(&outcome.snapshot, view, None, ctx, extra, poll);
     let head = match outcome.status {
         KillStatus::Terminating => format!(
             "Kill: command {id} terminating — still alive after {} | the command is kept; retry kill_command",
@@ -650,8 +658,8 @@ pub async fn kill_command(
     Ok(r)
 }
 
-pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let raw = args.str("output_ref").unwrap_or_default().to_owned();
+pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSuccess, ToolError> {
+    let raw = args.output_ref;
     let bad = || {
         ToolError::invalid_argument(
             format!(
@@ -667,11 +675,10 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
         Some(_) => return Err(bad()),
         None => (rest, None),
     };
-    let arg_stream = match args.str("stream") {
-        Some("stdout") => Some(Stream::Stdout),
-        Some("stderr") => Some(Stream::Stderr),
-        _ => None,
-    };
+    let arg_stream = args.stream.map(|s| match s {
+        OutputStream::Stdout => Stream::Stdout,
+        OutputStream::Stderr => Stream::Stderr,
+    });
     let stream = match (ref_stream, arg_stream) {
         (Some(a), Some(b)) if a != b => {
             return Err(ToolError::invalid_argument(
@@ -682,8 +689,8 @@ pub async fn read_output(server: &Server, args: &Args) -> Result<ToolSuccess, To
         (Some(s), _) | (None, Some(s)) => s,
         (None, None) => return Err(bad()),
     };
-    let offset = args.int("offset");
-    let limit = args.size("limit");
+    let offset = args.offset;
+    let limit = args.limit;
     let page = server
         .exec
         .read_output(id, stream, offset, limit)

@@ -8,9 +8,12 @@ use ctm_workspace_fs::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::args::Args;
+use crate::catalog::{
+    FilesSort, ListDirArgs, ListFilesArgs, ListSort, ReadFileArgs, SearchTextArgs, ViewImageArgs,
+};
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{fs_error, join_error};
+use crate::output::tool_result;
 use crate::timestamp;
 
 /// Runs `f` with a resolved path on a blocking thread.
@@ -30,28 +33,166 @@ async fn blocking<T: Send + 'static>(
     .map_err(fs_error)
 }
 
-fn success(text: String, structured: Map<String, Value>) -> ToolSuccess {
-    ToolSuccess {
-        text,
-        structured,
-        extra_content: Vec::new(),
+tool_result! {
+    /// A call the model can make next, with its exact arguments.
+    pub struct NextCall {
+        tool: &'static str,
+        arguments: Map<String, Value>,
     }
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+tool_result! {
+    /// What `read_file` answers.
+    pub struct ReadFileResult {
+        path: String,
+        encoding: &'static str,
+        start_line: u64,
+        end_line: u64,
+        lines_returned: u64,
+        bytes_read: usize,
+        output_lines: u64,
+        output_bytes: usize,
+        total_lines: u64,
+        total_lines_exact: bool,
+        total_bytes: u64,
+        max_bytes: usize,
+        truncated: bool,
+        truncated_by: Option<&'static str>,
+        first_line_exceeds_limit: bool,
+        has_more: bool,
+        next_start_line: Option<u64>,
+        warnings: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        content: String,
     }
 }
 
-pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or_default().to_owned();
+tool_result! {
+    /// One `list_dir` entry.
+    pub struct DirEntry {
+        name: String,
+        path: String,
+        r#type: &'static str,
+        size_bytes: Option<u64>,
+        modified: Option<String>,
+        is_hidden: bool,
+        is_ignored: bool,
+        depth: usize,
+    }
+}
+
+tool_result! {
+    /// `max_entries` as a `list_dir` answer reports it.
+    pub struct EntryLimit {
+        max_entries: usize,
+    }
+}
+
+tool_result! {
+    /// What `list_dir` answers.
+    pub struct ListDirResult {
+        path: String,
+        count: usize,
+        truncated: bool,
+        limit: EntryLimit,
+        warnings: Vec<String>,
+        entries: Vec<DirEntry>,
+    }
+}
+
+tool_result! {
+    /// One `list_files` result.
+    pub struct FileEntry {
+        path: String,
+        r#type: &'static str,
+        size_bytes: Option<u64>,
+        modified: Option<String>,
+    }
+}
+
+tool_result! {
+    /// `max_results` as an answer reports it.
+    pub struct ResultLimit {
+        max_results: usize,
+    }
+}
+
+tool_result! {
+    /// What `list_files` answers.
+    pub struct ListFilesResult {
+        path: String,
+        count: usize,
+        truncated: bool,
+        limit: ResultLimit,
+        warnings: Vec<String>,
+        files: Vec<FileEntry>,
+    }
+}
+
+tool_result! {
+    /// One `search_text` match.
+    pub struct SearchMatch {
+        path: String,
+        line: u64,
+        column: u64,
+        preview: String,
+        preview_truncated: bool,
+        before: Vec<String>,
+        after: Vec<String>,
+    }
+}
+
+tool_result! {
+    /// What `search_text` answers.
+    pub struct SearchTextResult {
+        query: String,
+        path: String,
+        regex: bool,
+        case_sensitive: bool,
+        match_count: usize,
+        total_matches: u64,
+        total_matches_exact: bool,
+        truncated: bool,
+        limit: ResultLimit,
+        files_searched: u64,
+        binary_files_skipped: u64,
+        warnings: Vec<String>,
+        matches: Vec<SearchMatch>,
+    }
+}
+
+tool_result! {
+    /// The image file as it is on disk.
+    pub struct ImageOriginal {
+        bytes: u64,
+        width: u32,
+        height: u32,
+        mime_type: &'static str,
+    }
+}
+
+tool_result! {
+    /// What `view_image` answers besides the image block.
+    pub struct ViewImageResult {
+        path: String,
+        mime_type: &'static str,
+        bytes: usize,
+        width: u32,
+        height: u32,
+        resized: bool,
+        original: ImageOriginal,
+        warnings: Vec<String>,
+    }
+}
+
+pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess, ToolError> {
+    let path = args.path;
     let mut req = ReadRequest::default();
-    req.start_line = args.int("start_line");
-    req.end_line = args.u64("end_line");
-    req.max_lines = args.u64("max_lines");
-    req.max_bytes = args.size("max_bytes");
+    req.start_line = args.start_line;
+    req.end_line = args.end_line;
+    req.max_lines = args.max_lines;
+    req.max_bytes = args.max_bytes;
     // A continuation stays inside the range asked for: to `end_line`, or
     // `max_lines` from the start; `max_lines` beside an `end_line` is the
     // page size, and stays too.
@@ -78,7 +219,10 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
             a.insert("max_lines".into(), json!(n));
         }
         a.insert("max_bytes".into(), json!(max_bytes));
-        json!({"tool": "read_file", "arguments": a})
+        NextCall {
+            tool: "read_file",
+            arguments: a,
+        }
     });
     let mut text = r.content.clone();
     if let Some(next) = &next_action {
@@ -89,10 +233,7 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
             Some(t) => format!(" (stopped by {})", t.as_str()),
             None => String::new(),
         };
-        let call = next["arguments"]
-            .as_object()
-            .map(|a| call_text("read_file", a))
-            .unwrap_or_default();
+        let call = call_text(next.tool, &next.arguments);
         text.push_str(&format!(
             "[lines {}-{} of {}{}{why}; continue with {call}]",
             r.start_line,
@@ -134,31 +275,29 @@ pub async fn read_file(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolE
     } else {
         r.end_line
     };
-    let mut s = obj(json!({
-        "path": path,
-        "encoding": "utf-8",
-        "start_line": r.start_line,
-        "end_line": end_line,
-        "lines_returned": lines_returned,
-        "bytes_read": r.content.len(),
-        "output_lines": output_lines(&r.content, truncated, lines_returned),
-        "output_bytes": r.content.len(),
-        "total_lines": r.total_lines,
-        "total_lines_exact": r.total_lines_exact,
-        "total_bytes": r.total_bytes,
-        "max_bytes": max_bytes,
-        "truncated": truncated,
-        "truncated_by": r.truncated_by.map(truncated_by),
-        "first_line_exceeds_limit": r.first_line_exceeds_limit,
-        "has_more": r.next_start_line.is_some(),
-        "next_start_line": r.next_start_line,
-        "warnings": warnings,
-    }));
-    if let Some(next) = next_action {
-        s.insert("next_action".into(), next);
-    }
-    s.insert("content".into(), Value::String(r.content));
-    Ok(success(text, s))
+    let result = ReadFileResult {
+        path,
+        encoding: "utf-8",
+        start_line: r.start_line,
+        end_line,
+        lines_returned,
+        bytes_read: r.content.len(),
+        output_lines: output_lines(&r.content, truncated, lines_returned),
+        output_bytes: r.content.len(),
+        total_lines: r.total_lines,
+        total_lines_exact: r.total_lines_exact,
+        total_bytes: r.total_bytes,
+        max_bytes,
+        truncated,
+        truncated_by: r.truncated_by.map(truncated_by),
+        first_line_exceeds_limit: r.first_line_exceeds_limit,
+        has_more: r.next_start_line.is_some(),
+        next_start_line: r.next_start_line,
+        warnings,
+        next_action,
+        content: r.content,
+    };
+    Ok(ToolSuccess::new(text, &result))
 }
 
 /// The reference's `output_lines`: the pieces of the content split at
@@ -185,36 +324,43 @@ fn truncated_by(t: TruncatedBy) -> &'static str {
     }
 }
 
-fn sort_key(s: Option<&str>) -> SortKey {
+fn list_sort(s: ListSort) -> SortKey {
     match s {
-        Some("type") => SortKey::Type,
-        Some("modified") => SortKey::Modified,
-        _ => SortKey::Name,
+        ListSort::Name => SortKey::Name,
+        ListSort::Type => SortKey::Type,
+        ListSort::Modified => SortKey::Modified,
     }
 }
 
-fn entry_json(e: &Entry) -> Value {
-    json!({
-        "name": e.name,
-        "path": e.path,
-        "type": e.kind.as_str(),
-        "size_bytes": e.size_bytes,
-        "modified": e.modified.map(timestamp::utc),
-        "is_hidden": e.is_hidden,
-        "is_ignored": e.is_ignored,
-        "depth": e.depth,
-    })
+fn files_sort(s: FilesSort) -> SortKey {
+    match s {
+        FilesSort::Path => SortKey::Name,
+        FilesSort::Modified => SortKey::Modified,
+    }
 }
 
-pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or(".").to_owned();
+fn dir_entry(e: Entry) -> DirEntry {
+    DirEntry {
+        r#type: e.kind.as_str(),
+        modified: e.modified.map(timestamp::utc),
+        name: e.name,
+        path: e.path,
+        size_bytes: e.size_bytes,
+        is_hidden: e.is_hidden,
+        is_ignored: e.is_ignored,
+        depth: e.depth,
+    }
+}
+
+pub async fn list_dir(ws: &Workspace, args: ListDirArgs) -> Result<ToolSuccess, ToolError> {
+    let path = args.path;
     let mut req = ListRequest::default();
-    req.recursive = args.bool("recursive");
-    req.max_depth = args.size("max_depth");
-    req.max_entries = args.size("max_entries");
-    req.include_hidden = args.bool("include_hidden");
-    req.include_ignored = args.bool("include_ignored");
-    req.sort = sort_key(args.str("sort"));
+    req.recursive = args.recursive;
+    req.max_depth = args.max_depth;
+    req.max_entries = args.max_entries;
+    req.include_hidden = args.include_hidden;
+    req.include_ignored = args.include_ignored;
+    req.sort = list_sort(args.sort);
     let max = req.max_entries;
     let l = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::list_dir(ws, p, &req)
@@ -241,36 +387,35 @@ pub async fn list_dir(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolEr
             "[truncated: showing the first {max} entries; raise max_entries (up to 10000) or list a subdirectory]\n"
         ));
     }
-    let entries: Vec<Value> = l.entries.iter().map(entry_json).collect();
     let mut warnings = walk_warnings(&l.warnings);
     if l.truncated {
         warnings.insert(0, "entry limit reached".to_owned());
     }
-    let mut s = obj(json!({
-        "path": path,
-        "count": l.entries.len(),
-        "truncated": l.truncated,
-        "limit": {"max_entries": max},
-        "warnings": warnings,
-    }));
-    s.insert("entries".into(), Value::Array(entries));
-    Ok(success(text.trim_end().to_owned(), s))
+    let result = ListDirResult {
+        path,
+        count: l.entries.len(),
+        truncated: l.truncated,
+        limit: EntryLimit { max_entries: max },
+        warnings,
+        entries: l.entries.into_iter().map(dir_entry).collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 fn globs(include: Vec<String>, exclude: Vec<String>) -> Result<Globs, ToolError> {
     Globs::new(&include, &exclude).map_err(fs_error)
 }
 
-pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or(".").to_owned();
-    let mut include = args.strings("patterns");
-    include.extend(args.str("glob").map(str::to_owned));
+pub async fn list_files(ws: &Workspace, args: ListFilesArgs) -> Result<ToolSuccess, ToolError> {
+    let path = args.path;
+    let mut include = args.patterns;
+    include.extend(args.glob);
     let req = FilesRequest {
-        globs: globs(include, args.strings("exclude_patterns"))?,
-        include_hidden: args.bool("include_hidden"),
-        include_ignored: args.bool("include_ignored"),
-        max_results: args.size("max_results"),
-        sort: sort_key(args.str("sort")),
+        globs: globs(include, args.exclude_patterns)?,
+        include_hidden: args.include_hidden,
+        include_ignored: args.include_ignored,
+        max_results: args.max_results,
+        sort: files_sort(args.sort),
     };
     let max = req.max_results;
     let l = blocking(ws, &path, move |ws, p| {
@@ -286,45 +431,42 @@ pub async fn list_files(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Tool
             "[truncated: showing the first {max} files; raise max_results (up to 50000), narrow patterns, or list a subdirectory]\n"
         ));
     }
-    let files: Vec<Value> = l
-        .entries
-        .iter()
-        .map(|e| {
-            json!({
-                "path": e.path,
-                "type": e.kind.as_str(),
-                "size_bytes": e.size_bytes,
-                "modified": e.modified.map(timestamp::utc),
-            })
-        })
-        .collect();
     let mut warnings = walk_warnings(&l.warnings);
     if l.truncated {
         warnings.insert(0, "result limit reached".to_owned());
     }
-    let mut s = obj(json!({
-        "path": path,
-        "count": l.entries.len(),
-        "truncated": l.truncated,
-        "limit": {"max_results": max},
-        "warnings": warnings,
-    }));
-    s.insert("files".into(), Value::Array(files));
-    Ok(success(text.trim_end().to_owned(), s))
+    let result = ListFilesResult {
+        path,
+        count: l.entries.len(),
+        truncated: l.truncated,
+        limit: ResultLimit { max_results: max },
+        warnings,
+        files: l
+            .entries
+            .into_iter()
+            .map(|e| FileEntry {
+                r#type: e.kind.as_str(),
+                modified: e.modified.map(timestamp::utc),
+                path: e.path,
+                size_bytes: e.size_bytes,
+            })
+            .collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
-pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or(".").to_owned();
-    let query = args.str("query").unwrap_or_default().to_owned();
-    let mut include = args.strings("include_globs");
-    include.extend(args.str("glob").map(str::to_owned));
+pub async fn search_text(ws: &Workspace, args: SearchTextArgs) -> Result<ToolSuccess, ToolError> {
+    let path = args.path;
+    let query = args.query;
+    let mut include = args.include_globs;
+    include.extend(args.glob);
     let mut req = SearchRequest::new(query.clone());
-    req.regex = args.bool("regex");
-    req.case_sensitive = args.bool("case_sensitive");
-    req.globs = globs(include, args.strings("exclude_globs"))?;
-    req.context_lines = args.size("context_lines");
-    req.max_results = args.size("max_results");
-    req.max_preview_bytes = args.size("max_preview_bytes");
+    req.regex = args.regex;
+    req.case_sensitive = args.case_sensitive;
+    req.globs = globs(include, args.exclude_globs)?;
+    req.context_lines = args.context_lines;
+    req.max_results = args.max_results;
+    req.max_preview_bytes = args.max_preview_bytes;
     let (max, regex, case_sensitive) = (req.max_results, req.regex, req.case_sensitive);
     let o = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::search_text(ws, p, &req)
@@ -360,41 +502,38 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
             o.matches.len()
         ));
     }
-    let matches: Vec<Value> = o
-        .matches
-        .iter()
-        .map(|m| {
-            json!({
-                "path": m.path,
-                "line": m.line,
-                "column": m.column,
-                "preview": m.preview,
-                "preview_truncated": m.preview_truncated,
-                "before": m.before,
-                "after": m.after,
-            })
-        })
-        .collect();
     let mut warnings = walk_warnings(&o.warnings);
     if o.truncated {
         warnings.insert(0, "result limit reached".to_owned());
     }
-    let mut s = obj(json!({
-        "query": query,
-        "path": path,
-        "regex": regex,
-        "case_sensitive": case_sensitive,
-        "match_count": o.matches.len(),
-        "total_matches": o.total_matches,
-        "total_matches_exact": o.total_exact,
-        "truncated": o.truncated,
-        "limit": {"max_results": max},
-        "files_searched": o.files_searched,
-        "binary_files_skipped": o.binary_files_skipped,
-        "warnings": warnings,
-    }));
-    s.insert("matches".into(), Value::Array(matches));
-    Ok(success(text.trim_end().to_owned(), s))
+    let result = SearchTextResult {
+        query,
+        path,
+        regex,
+        case_sensitive,
+        match_count: o.matches.len(),
+        total_matches: o.total_matches as u64,
+        total_matches_exact: o.total_exact,
+        truncated: o.truncated,
+        limit: ResultLimit { max_results: max },
+        files_searched: o.files_searched as u64,
+        binary_files_skipped: o.binary_files_skipped as u64,
+        warnings,
+        matches: o
+            .matches
+            .into_iter()
+            .map(|m| SearchMatch {
+                path: m.path,
+                line: m.line,
+                column: m.column,
+                preview: m.preview,
+                preview_truncated: m.preview_truncated,
+                before: m.before,
+                after: m.after,
+            })
+            .collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 /// At most [`super::decode_slots::MAX_CONCURRENT_DECODES`] calls read and
@@ -402,15 +541,15 @@ pub async fn search_text(ws: &Workspace, args: &Args) -> Result<ToolSuccess, Too
 pub async fn view_image(
     ws: &Workspace,
     slots: &std::sync::Arc<tokio::sync::Semaphore>,
-    args: &Args,
+    args: ViewImageArgs,
     ctx: &ctm_protocol_eras::RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or_default().to_owned();
+    let path = args.path;
     let mut req = ImageRequest::default();
-    req.max_bytes = args.size("max_bytes");
-    req.max_width = u32::try_from(args.int("max_width")).unwrap_or(u32::MAX);
-    req.max_height = u32::try_from(args.int("max_height")).unwrap_or(u32::MAX);
-    req.auto_resize = args.bool("auto_resize");
+    req.max_bytes = args.max_bytes;
+    req.max_width = args.max_width;
+    req.max_height = args.max_height;
+    req.auto_resize = args.auto_resize;
     let wait = std::time::Duration::from_secs(ctx.wait_budget.effective_secs);
     let permit = super::decode_slots::acquire(slots, wait, &ctx.cancel).await?;
     let o = blocking(ws, &path, move |ws, p| {
@@ -432,26 +571,24 @@ pub async fn view_image(
         )
     };
     // The reference's names; `original` describes the file on disk.
-    let s = obj(json!({
-        "path": path,
-        "mime_type": o.media_type,
-        "bytes": o.data.len(),
-        "width": o.width,
-        "height": o.height,
-        "resized": o.resized,
-        "original": {
-            "bytes": o.original_bytes,
-            "width": o.original_width,
-            "height": o.original_height,
-            "mime_type": o.original_media_type,
+    let result = ViewImageResult {
+        path,
+        mime_type: o.media_type,
+        bytes: o.data.len(),
+        width: o.width,
+        height: o.height,
+        resized: o.resized,
+        original: ImageOriginal {
+            bytes: o.original_bytes,
+            width: o.original_width,
+            height: o.original_height,
+            mime_type: o.original_media_type,
         },
-        "warnings": o.warnings.iter().map(image_warning).collect::<Vec<_>>(),
-    }));
-    Ok(ToolSuccess {
-        text,
-        structured: s,
-        extra_content: vec![json!({"type": "image", "data": data, "mimeType": o.media_type})],
-    })
+        warnings: o.warnings.iter().map(image_warning).collect(),
+    };
+    let mut success = ToolSuccess::new(text, &result);
+    success.extra_content = vec![json!({"type": "image", "data": data, "mimeType": o.media_type})];
+    Ok(success)
 }
 
 /// The words of a walk's warnings, in order.

@@ -9,7 +9,10 @@ use serde_json::{Map, Value, json};
 
 use ctm_workspace_fs::{FsError, Kind};
 
-use crate::args::Args;
+use crate::catalog::{
+    GIT_CONTEXT_LINES, GIT_MAX_BYTES, GitBlameArgs, GitDiffArgs, GitLogArgs, GitShowArgs,
+    GitStatusArgs,
+};
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
 use crate::timestamp;
@@ -97,11 +100,11 @@ fn porcelain(c: char) -> char {
     if c == '.' { ' ' } else { c }
 }
 
-pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
-    let max = args.size("max_entries");
+pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSuccess, ToolError> {
+    let path = Some(args.path).filter(|p| p != ".");
+    let max = args.max_entries;
     let mut opts = StatusOptions::default()
-        .include_untracked(args.bool("include_untracked"))
+        .include_untracked(args.include_untracked)
         .max_entries(max);
     opts.path = path.clone();
     let s = with_repo(server, move |r| r.status(&opts)).await?;
@@ -163,12 +166,8 @@ pub async fn git_status(server: &Server, args: &Args) -> Result<ToolSuccess, Too
     Ok(ok(text.trim_end().to_owned(), st))
 }
 
-fn paths_of(args: &Args) -> Vec<String> {
-    let mut paths = args.strings("paths");
-    if let Some(p) = args.map().get("path").and_then(Value::as_str) {
-        paths.push(p.to_owned());
-    }
-    paths
+fn paths_of(paths: &[String], path: Option<&String>) -> Vec<String> {
+    paths.iter().chain(path).cloned().collect()
 }
 
 /// The reference's word for a change: `added`, `deleted`, or `modified`
@@ -254,11 +253,11 @@ fn omitted_hint(d: &DiffOutcome, tool: &str, call: impl Fn(&[String]) -> String)
     })
 }
 
-pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let paths = paths_of(args);
-    let staged = args.bool("staged");
-    let unstaged = args.bool("unstaged");
-    let opts = diff_options(args);
+pub async fn git_diff(server: &Server, args: GitDiffArgs) -> Result<ToolSuccess, ToolError> {
+    let paths = paths_of(&args.paths, args.path.as_ref());
+    let staged = args.staged;
+    let unstaged = args.unstaged;
+    let opts = diff_options(args.context_lines, args.max_bytes);
     let changes = match (unstaged, staged) {
         (true, true) => Some(WorkingChanges::Both),
         (true, false) => Some(WorkingChanges::Unstaged),
@@ -317,10 +316,10 @@ pub async fn git_diff(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
 }
 
 /// The context lines and byte budget of a diff.
-fn diff_options(args: &Args) -> DiffOptions {
+fn diff_options(context_lines: u32, max_bytes: usize) -> DiffOptions {
     DiffOptions::default()
-        .context_lines(u32::try_from(args.int("context_lines")).unwrap_or(3))
-        .max_bytes(args.size("max_bytes"))
+        .context_lines(context_lines)
+        .max_bytes(max_bytes)
 }
 
 /// A date with the author's offset, as `git log --date=iso-strict`.
@@ -343,16 +342,12 @@ fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
     format!("{tool}({})", args.join(", "))
 }
 
-pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let rev = args.str("ref").unwrap_or("HEAD").to_owned();
-    let given_path = args
-        .map()
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let path = args.str("path").filter(|p| *p != ".").map(str::to_owned);
-    let skip = args.size("skip");
-    let max = args.size("max_count");
+pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, ToolError> {
+    let rev = args.r#ref;
+    let given_path = args.path;
+    let path = given_path.clone().filter(|p| p != ".");
+    let skip = args.skip;
+    let max = args.max_count;
     let mut opts = LogOptions::default().skip(skip).max_count(max);
     opts.path = path.clone();
     let rev2 = rev.clone();
@@ -398,16 +393,16 @@ pub async fn git_log(server: &Server, args: &Args) -> Result<ToolSuccess, ToolEr
     Ok(ok(text.trim_end().to_owned(), st))
 }
 
-pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let rev = args.str("rev").unwrap_or("HEAD").to_owned();
-    let path = args
-        .map()
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let paths = args.strings("paths");
-    let include_diff = args.bool("include_diff");
-    let opts = diff_options(args);
+pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess, ToolError> {
+    let rev = args.rev;
+    let path = args.path;
+    let given_path = path.clone();
+    let paths = args.paths;
+    let include_diff = args.include_diff;
+    let opts = diff_options(
+        args.context_lines.unwrap_or(GIT_CONTEXT_LINES),
+        args.max_bytes.unwrap_or(GIT_MAX_BYTES),
+    );
     let rev2 = rev.clone();
     enum Shown {
         File(ctm_git_tools::FileAtRevision),
@@ -437,7 +432,7 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
                 text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
             }
             let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "path": args.str("path"), "kind": "file", "total_bytes": total}),
+                json!({"is_repo": true, "rev": rev, "path": given_path, "kind": "file", "total_bytes": total}),
             );
             truncation(&mut st, &content, truncated, "output truncated");
             st.insert("files".into(), json!([]));
@@ -473,10 +468,10 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
                 let mut a = Map::new();
                 a.insert("rev".into(), json!(rev));
                 a.insert("paths".into(), json!(left));
-                if args.map().contains_key("context_lines") {
+                if args.context_lines.is_some() {
                     a.insert("context_lines".into(), json!(opts.context_lines));
                 }
-                if args.map().contains_key("max_bytes") {
+                if args.max_bytes.is_some() {
                     a.insert("max_bytes".into(), json!(opts.max_bytes));
                 }
                 let hint = omitted_hint(&diff, "git_show", |_| call_text("git_show", &a));
@@ -517,15 +512,13 @@ pub async fn git_show(server: &Server, args: &Args) -> Result<ToolSuccess, ToolE
     }
 }
 
-pub async fn git_blame(server: &Server, args: &Args) -> Result<ToolSuccess, ToolError> {
-    let path = args.str("path").unwrap_or_default().to_owned();
-    let given_rev = args.str("rev").map(str::to_owned);
+pub async fn git_blame(server: &Server, args: GitBlameArgs) -> Result<ToolSuccess, ToolError> {
+    let path = args.path;
+    let given_rev = args.rev;
     let rev = given_rev.clone().unwrap_or_else(|| "HEAD".to_owned());
-    let start = u32::try_from(args.int("start_line")).unwrap_or(u32::MAX);
-    let end = args
-        .u64("end_line")
-        .map(|e| u32::try_from(e).unwrap_or(u32::MAX));
-    let max = u32::try_from(args.int("max_lines")).unwrap_or(1000);
+    let start = args.start_line;
+    let end = args.end_line;
+    let max = args.max_lines;
     let opts = BlameOptions::default().lines(start, end).max_lines(max);
     let (r2, p2) = (rev.clone(), path.clone());
     let b = match with_repo(server, move |r| r.blame(&r2, &p2, &opts)).await {

@@ -1,19 +1,19 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
 mod decode_slots;
-mod exec;
-mod files;
-mod git;
-mod patch;
-mod request_permissions;
-mod server_info;
+pub(crate) mod exec;
+pub(crate) mod files;
+pub(crate) mod git;
+pub(crate) mod patch;
+pub(crate) mod request_permissions;
+pub(crate) mod server_info;
 
 pub use decode_slots::{MAX_CONCURRENT_DECODES, new_slots as new_decode_slots};
 
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value};
 
-use crate::args::Args;
+use crate::args::ToolArgs;
 use crate::catalog::{Tool, ToolSpec};
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::server::Server;
@@ -28,25 +28,28 @@ pub async fn run(
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
     let ws = &server.workspace;
-    let a = Args::new(spec, args);
+    fn typed<T: ToolArgs>(map: &Map<String, Value>) -> T {
+        T::from_map(map)
+    }
+    let a = &args;
     match spec.tool {
         Tool::ServerInfo => Ok(server_info::run(server)),
-        Tool::RequestPermissions => request_permissions::run(server, a.map()),
-        Tool::ReadFile => files::read_file(ws, &a).await,
-        Tool::ListDir => files::list_dir(ws, &a).await,
-        Tool::ListFiles => files::list_files(ws, &a).await,
-        Tool::SearchText => files::search_text(ws, &a).await,
-        Tool::ViewImage => files::view_image(ws, &server.image_decodes, &a, ctx).await,
-        Tool::ApplyPatch => patch::apply_patch(&server.patch, &a, ctx).await,
-        Tool::ExecCommand => exec::exec_command(server, &a, ctx).await,
-        Tool::WriteStdin => exec::write_stdin(server, &a, ctx).await,
-        Tool::KillCommand => exec::kill_command(server, &a, ctx).await,
-        Tool::ReadOutput => exec::read_output(server, &a).await,
+        Tool::RequestPermissions => request_permissions::run(server, &typed(a), a),
+        Tool::ReadFile => files::read_file(ws, typed(a)).await,
+        Tool::ListDir => files::list_dir(ws, typed(a)).await,
+        Tool::ListFiles => files::list_files(ws, typed(a)).await,
+        Tool::SearchText => files::search_text(ws, typed(a)).await,
+        Tool::ViewImage => files::view_image(ws, &server.image_decodes, typed(a), ctx).await,
+        Tool::ApplyPatch => patch::apply_patch(&server.patch, typed(a), ctx).await,
+        Tool::ExecCommand => exec::exec_command(server, &typed(a), ctx).await,
+        Tool::WriteStdin => exec::write_stdin(server, &typed(a), ctx).await,
+        Tool::KillCommand => exec::kill_command(server, &typed(a), ctx).await,
+        Tool::ReadOutput => exec::read_output(server, typed(a)).await,
         Tool::CheckExecEnvironment => Ok(exec::check_exec_environment(server)),
-        Tool::GitStatus => git::git_status(server, &a).await,
-        Tool::GitDiff => git::git_diff(server, &a).await,
-        Tool::GitLog => git::git_log(server, &a).await,
-        Tool::GitShow => git::git_show(server, &a).await,
-        Tool::GitBlame => git::git_blame(server, &a).await,
+        Tool::GitStatus => git::git_status(server, typed(a)).await,
+        Tool::GitDiff => git::git_diff(server, typed(a)).await,
+        Tool::GitLog => git::git_log(server, typed(a)).await,
+        Tool::GitShow => git::git_show(server, typed(a)).await,
+        Tool::GitBlame => git::git_blame(server, typed(a)).await,
     }
 }

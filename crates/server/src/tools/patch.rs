@@ -9,7 +9,7 @@ use ctm_patch_engine::{
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
-use crate::args::Args;
+use crate::catalog::ApplyPatchArgs;
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{join_error, patch_error};
 
@@ -171,11 +171,10 @@ fn failure(f: PatchFailure, dry_run: bool) -> ToolError {
 /// budget has passed (a patch of many large files can take minutes).
 pub async fn apply_patch(
     engine: &Arc<PatchEngine>,
-    args: &Args,
+    args: ApplyPatchArgs,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
-    let patch = args.str("patch").unwrap_or_default().to_owned();
-    let dry_run = args.bool("dry_run");
+    let ApplyPatchArgs { patch, dry_run } = args;
     let engine = engine.clone();
     let cancel = ctx.cancel.clone();
     let deadline = Instant::now() + Duration::from_secs(ctx.wait_budget.effective_secs.max(1));

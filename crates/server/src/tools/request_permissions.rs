@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::catalog::RequestPermissionsArgs;
 use crate::cli::PermissionMode;
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::server::Server;
@@ -16,11 +17,15 @@ fn how_to_grant(permission: &str) -> &'static str {
     }
 }
 
-pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, ToolError> {
-    let text_arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default();
-    let tool = text_arg("tool_name");
-    let permission = text_arg("permission");
-    let scope = args.get("scope").and_then(Value::as_str).unwrap_or("once");
+/// `requested` echoes the arguments as given.
+pub fn run(
+    server: &Server,
+    args: &RequestPermissionsArgs,
+    requested: &Map<String, Value>,
+) -> Result<ToolSuccess, ToolError> {
+    let tool = args.tool_name.as_str();
+    let permission = args.permission.as_str();
+    let scope = args.scope.as_str();
     let mode = server.config.permission_mode;
     if mode != PermissionMode::Dangerous {
         let grant = how_to_grant(permission);
@@ -42,7 +47,7 @@ pub fn run(server: &Server, args: &Map<String, Value>) -> Result<ToolSuccess, To
                 "permission_mode": mode.as_str(),
                 "elicitation": "unsupported",
                 "how_to_grant": grant,
-                "requested": args,
+                "requested": requested,
             }),
             format!(
                 "Ask the operator to {grant}, or choose an approach that does not need {permission}."

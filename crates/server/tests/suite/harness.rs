@@ -127,9 +127,17 @@ impl StdioServer {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {line}"))
     }
 
+    /// Sends one request and reads one answer; a `tools/call` answer's
+    /// `structuredContent` must match the tool's `outputSchema`.
     pub fn request(&mut self, msg: &Value) -> Value {
         self.send(msg);
-        self.recv()
+        let answer = self.recv();
+        if msg["method"] == "tools/call"
+            && let Some(tool) = msg.pointer("/params/name").and_then(Value::as_str)
+        {
+            assert_conforms(tool, &answer);
+        }
+        answer
     }
 
     pub fn close_stdin(&mut self) {
@@ -421,4 +429,109 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
 /// A process's peak resident memory, in KiB.
 pub fn peak_rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmHWM:")
+}
+
+/// Each tool's `outputSchema`, read once from a server on an empty
+/// workspace (the schemas do not depend on the deployment).
+fn output_schemas() -> &'static std::collections::HashMap<String, Value> {
+    static SCHEMAS: std::sync::OnceLock<std::collections::HashMap<String, Value>> =
+        std::sync::OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let ws = workspace();
+        let mut s = StdioServer::start(ws.path(), &[]);
+        s.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+        let list = s.recv();
+        list["result"]["tools"]
+            .as_array()
+            .expect("tools/list answers tools")
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_owned(),
+                    t["outputSchema"].clone(),
+                )
+            })
+            .collect()
+    })
+}
+
+/// Panics unless the `structuredContent` of a `tools/call` answer
+/// conforms to the tool's advertised `outputSchema`.
+pub fn assert_conforms(tool: &str, answer: &Value) {
+    let Some(structured) = answer.pointer("/result/structuredContent") else {
+        return;
+    };
+    let Some(schema) = output_schemas().get(tool) else {
+        return;
+    };
+    if let Err(e) = conforms(structured, schema, "$") {
+        panic!("{tool}: structuredContent does not match its outputSchema: {e}\n{structured}");
+    }
+}
+
+/// The JSON Schema keywords our output schemas use: `type` (one or a
+/// list), `properties`, `required`, `items`, `enum`, `const`,
+/// `additionalProperties: false`, and `if`/`then`.
+pub fn conforms(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
+    let type_name = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    if let Some(t) = schema.get("type") {
+        let allowed: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => return Err(format!("{at}: malformed type {t}")),
+        };
+        let actual = type_name(v);
+        let ok = allowed.contains(&actual) || (actual == "integer" && allowed.contains(&"number"));
+        if !ok {
+            return Err(format!("{at}: {actual} where the schema says {t}"));
+        }
+    }
+    if let Some(Value::Array(choices)) = schema.get("enum")
+        && !choices.contains(v)
+    {
+        return Err(format!("{at}: {v} is not one of {choices:?}"));
+    }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        return Err(format!("{at}: {v} is not {c}"));
+    }
+    if let Value::Object(m) = v {
+        if let Some(Value::Array(req)) = schema.get("required") {
+            for r in req.iter().filter_map(Value::as_str) {
+                if !m.contains_key(r) {
+                    return Err(format!("{at}: required {r} is missing"));
+                }
+            }
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, item) in m {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => conforms(item, s, &format!("{at}.{k}"))?,
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    return Err(format!("{at}: {k} is not declared"));
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Value::Array(items), Some(s)) = (v, schema.get("items")) {
+        for (i, item) in items.iter().enumerate() {
+            conforms(item, s, &format!("{at}[{i}]"))?;
+        }
+    }
+    if let (Some(cond), Some(then)) = (schema.get("if"), schema.get("then"))
+        && conforms(v, cond, at).is_ok()
+    {
+        conforms(v, then, at)?;
+    }
+    Ok(())
 }

@@ -430,3 +430,40 @@ fn server_info_text_names_the_auth_mode() {
     };
     assert!(text.contains("Auth: none"), "{text}");
 }
+
+/// The schema check every stdio `tools/call` in this suite goes through
+/// refuses what does not match.
+#[test]
+fn the_output_schema_check_can_fail() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "n": {"type": ["integer", "null"]},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+        },
+        "required": ["ok"],
+        "if": {"properties": {"ok": {"const": true}}},
+        "then": {"required": ["n"]},
+    });
+    assert!(
+        conforms(
+            &json!({"ok": true, "n": 1, "items": [{"k": "a"}]}),
+            &schema,
+            "$"
+        )
+        .is_ok()
+    );
+    assert!(conforms(&json!({"ok": true, "n": null}), &schema, "$").is_ok());
+    assert!(conforms(&json!({"ok": false}), &schema, "$").is_ok());
+    for bad in [
+        json!({"ok": true}),
+        json!({"ok": true, "n": "1"}),
+        json!({"ok": true, "n": 1.5}),
+        json!({"ok": true, "n": 1, "items": [{"k": 1}]}),
+        json!({"ok": true, "n": 1, "items": [{}]}),
+        json!({"n": 1}),
+    ] {
+        assert!(conforms(&bad, &schema, "$").is_err(), "{bad}");
+    }
+}

@@ -1,0 +1,179 @@
+//! Tool results as typed structs, and the `outputSchema` each tool
+//! advertises, derived from the same declaration.
+//!
+//! A result struct is declared with [`tool_result!`]: it serializes with
+//! serde in field order, and its [`Shape`] (a JSON Schema) lists every field
+//! with its type; fields that are not `Option` are required on success.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// The JSON Schema of a value of this type.
+pub trait Shape {
+    /// Whether the field may be null or absent (`Option`).
+    const OPTIONAL: bool = false;
+
+    /// The schema.
+    fn shape() -> Value;
+}
+
+macro_rules! shape_of {
+    ($json_type:literal: $($t:ty),+) => {
+        $( impl Shape for $t {
+            fn shape() -> Value {
+                json!({ "type": $json_type })
+            }
+        } )+
+    };
+}
+shape_of!("string": String, &str);
+shape_of!("integer": u64, u32, usize, i64, i32);
+shape_of!("number": f64);
+shape_of!("boolean": bool);
+
+/// Any JSON value: a free-form field (an echoed argument, a nested
+/// document with its own contract).
+impl Shape for Value {
+    fn shape() -> Value {
+        json!({})
+    }
+}
+
+/// An object whose members are not declared here.
+impl Shape for Map<String, Value> {
+    fn shape() -> Value {
+        json!({ "type": "object" })
+    }
+}
+
+impl<T: Shape> Shape for Vec<T> {
+    fn shape() -> Value {
+        json!({ "type": "array", "items": T::shape() })
+    }
+}
+
+impl<T: Shape> Shape for Option<T> {
+    const OPTIONAL: bool = true;
+
+    fn shape() -> Value {
+        nullable(T::shape())
+    }
+}
+
+/// `schema` that also admits `null`.
+fn nullable(mut schema: Value) -> Value {
+    match schema.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            schema["type"] = json!([t, "null"]);
+        }
+        Some(Value::Array(types)) if !types.contains(&json!("null")) => {
+            types.push(json!("null"));
+        }
+        _ => {}
+    }
+    schema
+}
+
+/// The schema of a result struct: its fields' schemas, and the fields a
+/// success always carries.
+pub fn object(fields: Vec<(&'static str, Value, bool)>) -> Value {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for (name, schema, optional) in fields {
+        if !optional {
+            required.push(Value::String(name.to_owned()));
+        }
+        properties.insert(name.to_owned(), schema);
+    }
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+/// Declares a result struct once: serde serializes it in field order and
+/// [`Shape`] describes it. Raw identifiers
+/// (`r#type`) give reserved words as field names; `#[serde(rename)]` is
+/// not used, so the schema's names are the identifiers.
+macro_rules! tool_result {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, serde::Serialize)]
+        $vis struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $crate::output::Shape for $name {
+            fn shape() -> serde_json::Value {
+                $crate::output::object(vec![
+                    $( (
+                        $crate::args::field_name(stringify!($field)),
+                        <$ty as $crate::output::Shape>::shape(),
+                        <$ty as $crate::output::Shape>::OPTIONAL,
+                    ), )*
+                ])
+            }
+        }
+    };
+}
+pub(crate) use tool_result;
+
+/// A tool's `outputSchema`: `ok`, `error` on failure, and the result's
+/// fields, which a success (`ok: true`) always carries when required.
+/// Failures may carry more fields (e.g. `status`), so the object stays open.
+pub fn tool_schema(result: Option<Value>) -> Value {
+    let mut properties = Map::new();
+    properties.insert("ok".into(), json!({"type": "boolean"}));
+    properties.insert("error".into(), error_schema());
+    let mut schema = json!({
+        "type": "object",
+        "properties": {},
+        "required": ["ok"],
+        "additionalProperties": true,
+    });
+    if let Some(result) = result {
+        if let Some(Value::Object(p)) = result.get("properties") {
+            for (k, v) in p {
+                properties.insert(k.clone(), v.clone());
+            }
+        }
+        let required = result.get("required").cloned().unwrap_or(json!([]));
+        if required.as_array().is_some_and(|r| !r.is_empty()) {
+            schema["if"] = json!({"properties": {"ok": {"const": true}}});
+            schema["then"] = json!({"required": required});
+        }
+    }
+    schema["properties"] = Value::Object(properties);
+    schema
+}
+
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "category": {"type": "string", "enum": ["validation", "security", "permission", "runtime", "not_found", "conflict", "internal"]},
+            "retryable": {"type": "boolean"},
+            "details": {"type": "object", "additionalProperties": true},
+        },
+        "required": ["code", "message", "category", "retryable", "details"],
+        "additionalProperties": true,
+    })
+}
+
+/// A result struct as the `structuredContent` map it becomes.
+pub fn to_map(result: &impl Serialize) -> Map<String, Value> {
+    match serde_json::to_value(result) {
+        Ok(Value::Object(m)) => m,
+        // Result structs are structs of strings, numbers, lists and maps
+        // with string keys: serializing them cannot fail.
+        other => {
+            debug_assert!(false, "a result struct serialized to {other:?}");
+            Map::new()
+        }
+    }
+}
