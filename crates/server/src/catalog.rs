@@ -72,7 +72,6 @@ pub struct Param {
     pub name: &'static str,
     pub kind: Kind,
     pub required: bool,
-    pub description: &'static str,
 }
 
 /// MCP tool annotations.
@@ -125,12 +124,13 @@ pub struct ToolSpec {
 }
 
 /// One property as declared in a [`tool_args!`] struct: the field's
-/// identifier names it.
+/// identifier names it. Properties carry no description of their own: the
+/// name, type and bounds say it, and the tool's description says the rest
+/// (issue 19: the catalog is read in every conversation).
 #[derive(Debug, Clone, Copy)]
 pub struct Decl {
     pub kind: Kind,
     pub required: bool,
-    description: &'static str,
 }
 
 impl Decl {
@@ -140,7 +140,6 @@ impl Decl {
             name,
             kind: self.kind,
             required: self.required,
-            description: self.description,
         }
     }
 }
@@ -157,19 +156,17 @@ impl Kind {
     }
 }
 
-const fn req(kind: Kind, description: &'static str) -> Decl {
+const fn req(kind: Kind) -> Decl {
     Decl {
         kind,
         required: true,
-        description,
     }
 }
 
-const fn opt(kind: Kind, description: &'static str) -> Decl {
+const fn opt(kind: Kind) -> Decl {
     Decl {
         kind,
         required: false,
-        description,
     }
 }
 
@@ -182,18 +179,9 @@ const fn string() -> Kind {
 }
 
 /// The output parameters every exec tool takes.
-const MAX_OUTPUT_BYTES: Decl = opt(
-    int(1, Some(MIB), Some(64 * 1024)),
-    "Most output bytes in this answer.",
-);
-const VERBOSITY_PARAM: Decl = opt(
-    choice(Verbosity::NAMES, None),
-    "How much output to include.",
-);
-const PREVIEW_BYTES: Decl = opt(
-    int(1, Some(MIB), Some(4_096)),
-    "Preview size for summary/preview verbosity.",
-);
+const MAX_OUTPUT_BYTES: Decl = opt(int(1, Some(MIB), Some(64 * 1024)));
+const VERBOSITY_PARAM: Decl = opt(choice(Verbosity::NAMES, None));
+const PREVIEW_BYTES: Decl = opt(int(1, Some(MIB), Some(4_096)));
 
 const fn non_empty() -> Kind {
     Kind::Str {
@@ -265,10 +253,7 @@ pub const GIT_MAX_BYTES: usize = 256 * 1024;
 /// The most `max_bytes` a `read_file` call may ask for.
 pub const READ_MAX_BYTES: u64 = MIB;
 
-const PATH_DOT: Decl = opt(
-    string_or("."),
-    "Workspace-relative path; defaults to the workspace root.",
-);
+const PATH_DOT: Decl = opt(string_or("."));
 
 tool_args! {
     /// The arguments of a tool that takes none.
@@ -278,13 +263,13 @@ tool_args! {
 tool_args! {
     /// The arguments of `read_file`.
     pub struct ReadFileArgs {
-        path: String = req(non_empty(), "Workspace-relative file path."),
-        start_line: u64 = opt(int(1, None, Some(1)), "First line to return (1-based).", ),
-        end_line: Option<u64> = opt(int(1, None, None), "Last line to return (inclusive).", ),
-        max_lines: Option<u64> = opt(int(1, None, None), "Most lines to return."),
-        max_bytes: usize = opt(int(1, Some(READ_MAX_BYTES), Some(128 * 1024)), "Most bytes of content to return.", ),
+        path: String = req(non_empty()),
+        start_line: u64 = opt(int(1, None, Some(1))),
+        end_line: Option<u64> = opt(int(1, None, None)),
+        max_lines: Option<u64> = opt(int(1, None, None)),
+        max_bytes: usize = opt(int(1, Some(READ_MAX_BYTES), Some(128 * 1024))),
         #[expect(dead_code, reason = "validated to be utf-8, the only encoding")]
-        encoding: String = opt(choice(&["utf-8"], Some("utf-8")), "Text encoding; only utf-8.", ),
+        encoding: String = opt(choice(&["utf-8"], Some("utf-8"))),
     }
 }
 
@@ -292,12 +277,12 @@ tool_args! {
     /// The arguments of `list_dir`.
     pub struct ListDirArgs {
         path: String = PATH_DOT,
-        recursive: bool = opt(boolean(false), "Descend into subdirectories."),
-        max_depth: usize = opt(int(1, Some(20), Some(1)), "Deepest level listed when recursive.", ),
-        max_entries: usize = opt(int(1, Some(10_000), Some(1_000)), "Most entries returned.", ),
-        include_hidden: bool = opt(boolean(false), "Include dot-files and dot-directories.", ),
-        include_ignored: bool = opt(boolean(false), "Include entries ignored by .gitignore/.ignore.", ),
-        sort: ListSort = opt(choice(ListSort::NAMES, Some(ListSort::Name.as_str())), "Order of entries.", ),
+        recursive: bool = opt(boolean(false)),
+        max_depth: usize = opt(int(1, Some(20), Some(1))),
+        max_entries: usize = opt(int(1, Some(10_000), Some(1_000))),
+        include_hidden: bool = opt(boolean(false)),
+        include_ignored: bool = opt(boolean(false)),
+        sort: ListSort = opt(choice(ListSort::NAMES, Some(ListSort::Name.as_str()))),
     }
 }
 
@@ -305,63 +290,63 @@ tool_args! {
     /// The arguments of `list_files`.
     pub struct ListFilesArgs {
         path: String = PATH_DOT,
-        patterns: Vec<String> = opt(Kind::StrList, "Glob patterns a file must match (any of them).", ),
-        glob: Option<String> = opt(string(), "A single glob pattern (same as patterns=[glob]).", ),
-        exclude_patterns: Vec<String> = opt(Kind::StrList, "Glob patterns of files to leave out.", ),
-        include_hidden: bool = opt(boolean(false), "Include dot-files and dot-directories.", ),
-        include_ignored: bool = opt(boolean(false), "Include files ignored by .gitignore/.ignore.", ),
-        max_results: usize = opt(int(1, Some(50_000), Some(5_000)), "Most files returned.", ),
-        sort: FilesSort = opt(choice(FilesSort::NAMES, Some(FilesSort::Path.as_str())), "Order of files.", ),
+        patterns: Vec<String> = opt(Kind::StrList),
+        glob: Option<String> = opt(string()),
+        exclude_patterns: Vec<String> = opt(Kind::StrList),
+        include_hidden: bool = opt(boolean(false)),
+        include_ignored: bool = opt(boolean(false)),
+        max_results: usize = opt(int(1, Some(50_000), Some(5_000))),
+        sort: FilesSort = opt(choice(FilesSort::NAMES, Some(FilesSort::Path.as_str()))),
     }
 }
 
 tool_args! {
     /// The arguments of `search_text`.
     pub struct SearchTextArgs {
-        query: String = req(non_empty(), "Text or regular expression to find."),
+        query: String = req(non_empty()),
         path: String = PATH_DOT,
-        regex: bool = opt(boolean(false), "Treat query as a regular expression.", ),
-        case_sensitive: bool = opt(boolean(false), "Match case exactly."),
-        include_globs: Vec<String> = opt(Kind::StrList, "Only search files matching these globs.", ),
-        glob: Option<String> = opt(string(), "A single include glob."),
-        exclude_globs: Vec<String> = opt(Kind::StrList, "Skip files matching these globs.", ),
-        context_lines: usize = opt(int(0, Some(5), Some(0)), "Lines of context around each match.", ),
-        max_results: usize = opt(int(1, Some(10_000), Some(1_000)), "Most matches returned.", ),
-        max_preview_bytes: usize = opt(int(80, Some(4_096), Some(512)), "Longest preview of one matching line.", ),
+        regex: bool = opt(boolean(false)),
+        case_sensitive: bool = opt(boolean(false)),
+        include_globs: Vec<String> = opt(Kind::StrList),
+        glob: Option<String> = opt(string()),
+        exclude_globs: Vec<String> = opt(Kind::StrList),
+        context_lines: usize = opt(int(0, Some(5), Some(0))),
+        max_results: usize = opt(int(1, Some(10_000), Some(1_000))),
+        max_preview_bytes: usize = opt(int(80, Some(4_096), Some(512))),
     }
 }
 
 tool_args! {
     /// The arguments of `apply_patch`.
     pub struct ApplyPatchArgs {
-        patch: String = req(non_empty(), "The patch text, from *** Begin Patch to *** End Patch.", ),
-        dry_run: bool = opt(boolean(false), "Plan and report without writing.", ),
+        patch: String = req(non_empty()),
+        dry_run: bool = opt(boolean(false)),
     }
 }
 
 tool_args! {
     /// The arguments of `exec_command`.
     pub struct ExecCommandArgs {
-        cmd: String = req(non_empty(), "The command line, run by the shell."),
-        workdir: Option<String> = opt(string_or("."), "Workspace-relative working directory.", ),
-        cwd: Option<String> = opt(string(), "Alias of workdir."),
-        timeout_ms: u64 = opt(int(1, Some(600_000), Some(30_000)), "Kill the command after this long.", ),
-        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS)), "Longest wait before answering running.", ),
+        cmd: String = req(non_empty()),
+        workdir: Option<String> = opt(string_or(".")),
+        cwd: Option<String> = opt(string()),
+        timeout_ms: u64 = opt(int(1, Some(600_000), Some(30_000))),
+        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS))),
         max_output_bytes: usize = MAX_OUTPUT_BYTES,
         verbosity: Option<Verbosity> = VERBOSITY_PARAM,
         preview_bytes: usize = PREVIEW_BYTES,
-        stdin: String = opt(string_or(""), "Text written to stdin before it is closed (pipe mode).", ),
-        tty: bool = opt(boolean(false), "Run under a pseudo-terminal."),
-        env: Map<String, Value> = opt(Kind::StrMap, "Extra environment variables."),
+        stdin: String = opt(string_or("")),
+        tty: bool = opt(boolean(false)),
+        env: Map<String, Value> = opt(Kind::StrMap),
     }
 }
 
 tool_args! {
     /// The arguments of `write_stdin`.
     pub struct WriteStdinArgs {
-        command_id: String = req(non_empty(), "The command_id returned by exec_command.", ),
-        chars: String = opt(string_or(""), "Text to write; empty to poll."),
-        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS)), "Longest wait for output.", ),
+        command_id: String = req(non_empty()),
+        chars: String = opt(string_or("")),
+        yield_time_ms: u64 = opt(int(0, Some(30_000), Some(DEFAULT_YIELD_MS))),
         max_output_bytes: usize = MAX_OUTPUT_BYTES,
         verbosity: Option<Verbosity> = VERBOSITY_PARAM,
         preview_bytes: usize = PREVIEW_BYTES,
@@ -371,10 +356,10 @@ tool_args! {
 tool_args! {
     /// The arguments of `kill_command`.
     pub struct KillCommandArgs {
-        command_id: String = req(non_empty(), "The command to stop."),
-        signal: KillSignal = opt(choice(KillSignal::NAMES, Some(KillSignal::Term.as_str())), "First signal sent.", ),
-        wait_ms: u64 = opt(int(0, Some(30_000), Some(5_000)), "Wait after the first signal before KILL.", ),
-        kill_wait_ms: u64 = opt(int(0, Some(30_000), Some(2_000)), "Wait after KILL.", ),
+        command_id: String = req(non_empty()),
+        signal: KillSignal = opt(choice(KillSignal::NAMES, Some(KillSignal::Term.as_str()))),
+        wait_ms: u64 = opt(int(0, Some(30_000), Some(5_000))),
+        kill_wait_ms: u64 = opt(int(0, Some(30_000), Some(2_000))),
         max_output_bytes: usize = MAX_OUTPUT_BYTES,
         verbosity: Option<Verbosity> = VERBOSITY_PARAM,
         preview_bytes: usize = PREVIEW_BYTES,
@@ -384,10 +369,10 @@ tool_args! {
 tool_args! {
     /// The arguments of `read_output`.
     pub struct ReadOutputArgs {
-        output_ref: String = req(non_empty(), "The output_ref from a command result.", ),
-        stream: Option<OutputStream> = opt(choice(OutputStream::NAMES, None), "Stream, when output_ref names a command.", ),
-        offset: u64 = opt(int(0, None, Some(0)), "Absolute byte offset to read from.", ),
-        limit: usize = opt(int(1, Some(MIB), Some(4_096)), "Most bytes returned.", ),
+        output_ref: String = req(non_empty()),
+        stream: Option<OutputStream> = opt(choice(OutputStream::NAMES, None)),
+        offset: u64 = opt(int(0, None, Some(0))),
+        limit: usize = opt(int(1, Some(MIB), Some(4_096))),
     }
 }
 
@@ -395,20 +380,20 @@ tool_args! {
     /// The arguments of `git_status`.
     pub struct GitStatusArgs {
         path: String = PATH_DOT,
-        include_untracked: bool = opt(boolean(true), "List untracked files."),
-        max_entries: usize = opt(int(1, Some(10_000), Some(1_000)), "Most entries returned.", ),
+        include_untracked: bool = opt(boolean(true)),
+        max_entries: usize = opt(int(1, Some(10_000), Some(1_000))),
     }
 }
 
 tool_args! {
     /// The arguments of `git_diff`.
     pub struct GitDiffArgs {
-        path: Option<String> = opt(string(), "Limit the diff to this path."),
-        paths: Vec<String> = opt(Kind::StrList, "Limit the diff to these paths."),
-        staged: bool = opt(boolean(false), "Include staged changes."),
-        unstaged: bool = opt(boolean(true), "Include unstaged changes."),
-        context_lines: u32 = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64)), "Lines of context per hunk.", ),
-        max_bytes: usize = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64)), "Most diff bytes returned.", ),
+        path: Option<String> = opt(string()),
+        paths: Vec<String> = opt(Kind::StrList),
+        staged: bool = opt(boolean(false)),
+        unstaged: bool = opt(boolean(true)),
+        context_lines: u32 = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64))),
+        max_bytes: usize = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64))),
     }
 }
 
@@ -416,58 +401,58 @@ tool_args! {
     /// The arguments of `git_log`.
     pub struct GitLogArgs {
         path: Option<String> = PATH_DOT,
-        r#ref: String = opt(string_or("HEAD"), "Ref or revision to start from."),
-        max_count: usize = opt(int(1, Some(100), Some(20)), "Most commits returned.", ),
-        skip: usize = opt(int(0, Some(10_000), Some(0)), "Commits to skip first.", ),
+        r#ref: String = opt(string_or("HEAD")),
+        max_count: usize = opt(int(1, Some(100), Some(20))),
+        skip: usize = opt(int(0, Some(10_000), Some(0))),
     }
 }
 
 tool_args! {
     /// The arguments of `git_show`.
     pub struct GitShowArgs {
-        rev: String = opt(string_or("HEAD"), "Revision to show."),
-        path: Option<String> = opt(string(), "A file to show at rev, or a path filter for the diff.", ),
-        paths: Vec<String> = opt(Kind::StrList, "Path filters for the diff."),
-        include_diff: bool = opt(boolean(true), "Include the diff."),
-        context_lines: Option<u32> = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64)), "Lines of context per hunk.", ),
-        max_bytes: Option<usize> = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64)), "Most bytes returned.", ),
+        rev: String = opt(string_or("HEAD")),
+        path: Option<String> = opt(string()),
+        paths: Vec<String> = opt(Kind::StrList),
+        include_diff: bool = opt(boolean(true)),
+        context_lines: Option<u32> = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64))),
+        max_bytes: Option<usize> = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64))),
     }
 }
 
 tool_args! {
     /// The arguments of `git_blame`.
     pub struct GitBlameArgs {
-        path: String = req(non_empty(), "Workspace-relative file path."),
-        rev: Option<String> = opt(string(), "Revision to blame at; defaults to HEAD."),
-        start_line: u32 = opt(int(1, None, Some(1)), "First line (1-based)."),
-        end_line: Option<u32> = opt(int(1, None, None), "Last line (inclusive)."),
-        max_lines: u32 = opt(int(1, Some(1_000), Some(200)), "Most lines returned.", ),
+        path: String = req(non_empty()),
+        rev: Option<String> = opt(string()),
+        start_line: u32 = opt(int(1, None, Some(1))),
+        end_line: Option<u32> = opt(int(1, None, None)),
+        max_lines: u32 = opt(int(1, Some(1_000), Some(200))),
     }
 }
 
 tool_args! {
     /// The arguments of `request_permissions`.
     pub struct RequestPermissionsArgs {
-        tool_name: String = req(choice(&["exec_command", "apply_patch"], None), "The tool that needs the permission.", ),
-        permission: String = req(choice(&REQUESTABLE_PERMISSIONS, None), "The permission named by the refusal.", ),
+        tool_name: String = req(choice(&["exec_command", "apply_patch"], None)),
+        permission: String = req(choice(&REQUESTABLE_PERMISSIONS, None)),
         #[expect(dead_code, reason = "echoed from the raw arguments in `requested`")]
-        reason: String = req(non_empty(), "Why it is needed."),
+        reason: String = req(non_empty()),
         #[expect(dead_code, reason = "echoed from the raw arguments in `requested`")]
-        arguments: Map<String, Value> = req(Kind::Object, "The arguments of the refused call.", ),
-        scope: GrantScope = opt(choice(GrantScope::NAMES, Some(GrantScope::Once.as_str())), "How long the grant would last.", ),
+        arguments: Map<String, Value> = req(Kind::Object),
+        scope: GrantScope = opt(choice(GrantScope::NAMES, Some(GrantScope::Once.as_str()))),
         #[expect(dead_code, reason = "no grant is ever issued with a lifetime")]
-        ttl_seconds: u64 = opt(int(1, Some(3_600), Some(300)), "Lifetime of a session grant.", ),
+        ttl_seconds: u64 = opt(int(1, Some(3_600), Some(300))),
     }
 }
 
 tool_args! {
     /// The arguments of `view_image`.
     pub struct ViewImageArgs {
-        path: String = req(non_empty(), "Workspace-relative image path."),
-        max_bytes: usize = opt(int(1_024, Some(10 * MIB), Some(5 * MIB)), "Largest image returned.", ),
-        max_width: u32 = opt(int(1, Some(10_000), Some(2_000)), "Widest image returned.", ),
-        max_height: u32 = opt(int(1, Some(10_000), Some(2_000)), "Tallest image returned.", ),
-        auto_resize: bool = opt(boolean(true), "Shrink images that exceed the limits.", ),
+        path: String = req(non_empty()),
+        max_bytes: usize = opt(int(1_024, Some(10 * MIB), Some(5 * MIB))),
+        max_width: u32 = opt(int(1, Some(10_000), Some(2_000))),
+        max_height: u32 = opt(int(1, Some(10_000), Some(2_000))),
+        auto_resize: bool = opt(boolean(true)),
     }
 }
 
@@ -477,7 +462,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ServerInfo,
         name: "server_info",
         title: "Server info",
-        description: "Describe this server: version, supported protocol versions, workspace, tool count and real annotations, auth state, permission mode, runtime directories, project-context receipts, exec policy, limits and the retained-output budget.",
+        description: "Version, protocols, workspace, tools, auth, policy and limits of this server.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
         output: None,
@@ -486,7 +471,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::CheckExecEnvironment,
         name: "check_exec_environment",
         title: "Check exec environment",
-        description: "Report the exec policy, permission gates, Landlock status and runtime directories that exec_command would use, without running any probe.",
+        description: "The policy, permission gates and sandbox exec_command would run under. Runs nothing.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
         output: None,
@@ -495,7 +480,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ReadFile,
         name: "read_file",
         title: "Read file",
-        description: "Read a range of lines of a UTF-8 text file in the workspace. Reports the file's total lines and bytes; when the answer is bounded it names the exact continuation, e.g. read_file(path=\"src/app.py\", start_line=201). Binary files and directories are refused.",
+        description: "Read lines of a UTF-8 file (1-based, end_line inclusive). A cut answer names its continuation, e.g. read_file(path=\"a.py\", start_line=201).",
         annotations: READ_ONLY,
         params: ReadFileArgs::PARAMS,
         output: Some(<files::ReadFileResult as Shape>::shape),
@@ -504,7 +489,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ListDir,
         name: "list_dir",
         title: "List directory",
-        description: "List the entries of a workspace directory, optionally recursively. Honours .gitignore unless include_ignored; hidden entries only with include_hidden. Capped by max_entries with an explicit truncated flag.",
+        description: "List a directory (recursive to max_depth); ignored and hidden entries only when asked.",
         annotations: READ_ONLY,
         params: ListDirArgs::PARAMS,
         output: Some(<files::ListDirResult as Shape>::shape),
@@ -513,7 +498,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ListFiles,
         name: "list_files",
         title: "List files",
-        description: "List files under a workspace directory, filtered by glob patterns (e.g. patterns=[\"**/*.rs\"]). Honours .gitignore unless include_ignored. Capped by max_results with an explicit truncated flag.",
+        description: "List files matching globs, e.g. patterns=[\"**/*.rs\"]; ignored and hidden files only when asked.",
         annotations: READ_ONLY,
         params: ListFilesArgs::PARAMS,
         output: Some(<files::ListFilesResult as Shape>::shape),
@@ -522,7 +507,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::SearchText,
         name: "search_text",
         title: "Search text",
-        description: "Search workspace text files for a literal string or a regex (regex=true), with optional context lines and glob filters. Stops as soon as max_results is known to be exceeded and says so.",
+        description: "Search text files for a literal string, or a regex with regex=true.",
         annotations: READ_ONLY,
         params: SearchTextArgs::PARAMS,
         output: Some(<files::SearchTextResult as Shape>::shape),
@@ -531,7 +516,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ApplyPatch,
         name: "apply_patch",
         title: "Apply patch",
-        description: "The only way to change files: apply a patch envelope atomically (every file or none). Supports *** Add File, *** Update File (with optional *** Move to) and *** Delete File. Example:\n*** Begin Patch\n*** Update File: app.py\n@@\n-old\n+new\n*** End Patch\nUse dry_run=true to see the plan without writing.",
+        description: "The only way to change files: an atomic patch (all files or none) of Add File, Update File (+ Move to) and Delete File sections. Example:\n*** Begin Patch\n*** Update File: app.py\n@@\n-old\n+new\n*** End Patch",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -545,7 +530,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ExecCommand,
         name: "exec_command",
         title: "Execute command",
-        description: "Run a shell command in the workspace under the permission policy. Returns when it exits or after yield_time_ms; a command still running returns status running with a command_id and the exact write_stdin call that continues it. Statuses: exited, running, timeout, terminated, failed. Example: {\"cmd\":\"pytest -q\",\"workdir\":\".\",\"yield_time_ms\":30000}.",
+        description: "Run a shell command in the workspace. Answers when it exits or after yield_time_ms; a command still running answers with a command_id for write_stdin. Example: {\"cmd\":\"pytest -q\",\"workdir\":\".\",\"yield_time_ms\":30000}.",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -559,7 +544,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::WriteStdin,
         name: "write_stdin",
         title: "Write stdin",
-        description: "Write to a running command's stdin, or poll it with empty chars, then wait up to yield_time_ms for output. Poll example: {\"command_id\":\"abc\",\"chars\":\"\",\"yield_time_ms\":10000}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
+        description: "Send chars to a running command, or poll it with empty chars. Poll example: {\"command_id\":\"abc\",\"chars\":\"\",\"yield_time_ms\":10000}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -573,7 +558,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::KillCommand,
         name: "kill_command",
         title: "Kill command",
-        description: "Stop a command: signal its process group, wait wait_ms, escalate to KILL, wait kill_wait_ms, and report the signal that actually ended it. Statuses: terminated, killed, exited, terminating, not_found. Cancelling a request does not stop its command; this does. Example: {\"command_id\":\"abc\",\"signal\":\"KILL\"}.",
+        description: "Stop a command: signal its process group, KILL after wait_ms. Cancelling a request does not stop a command; this does. Example: {\"command_id\":\"abc\",\"signal\":\"KILL\"}.",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -587,7 +572,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ReadOutput,
         name: "read_output",
         title: "Read output",
-        description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
+        description: "Page a command's output by absolute offset. Each stream keeps a head and a rolling tail; reads in the evicted gap clamp forward. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: ReadOutputArgs::PARAMS,
         output: None,
@@ -596,7 +581,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::GitStatus,
         name: "git_status",
         title: "Git status",
-        description: "Staged, unstaged and untracked changes of the workspace repository, with branch and upstream ahead/behind. Read in-process: no hook or fsmonitor runs.",
+        description: "Staged, unstaged and untracked changes; branch and ahead/behind. Runs no hooks.",
         annotations: READ_ONLY,
         params: GitStatusArgs::PARAMS,
         output: None,
@@ -605,7 +590,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::GitDiff,
         name: "git_diff",
         title: "Git diff",
-        description: "Unified diff of unstaged (worktree vs index) and/or staged (index vs HEAD) changes, like git diff / git diff --cached, bounded by max_bytes with a continuation hint.",
+        description: "Diff of unstaged and/or staged changes.",
         annotations: READ_ONLY,
         params: GitDiffArgs::PARAMS,
         output: None,
@@ -614,7 +599,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::GitLog,
         name: "git_log",
         title: "Git log",
-        description: "Commits reachable from a ref or revision expression (newest first), optionally only those touching a path. A ref is never read as an option.",
+        description: "Commits reachable from ref, newest first, optionally only those touching path.",
         annotations: READ_ONLY,
         params: GitLogArgs::PARAMS,
         output: None,
@@ -623,7 +608,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::GitShow,
         name: "git_show",
         title: "Git show",
-        description: "A commit's metadata and its diff against its first parent, or a file's content at a revision when path names a file, bounded by max_bytes.",
+        description: "A commit and its diff, or a file's content at rev when path is a file.",
         annotations: READ_ONLY,
         params: GitShowArgs::PARAMS,
         output: None,
@@ -632,7 +617,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::GitBlame,
         name: "git_blame",
         title: "Git blame",
-        description: "Per-line attribution of a file (commit, author, time, original line number), like git blame --porcelain, for a bounded line range.",
+        description: "Commit, author and time of each line in a range of a file.",
         annotations: READ_ONLY,
         params: GitBlameArgs::PARAMS,
         output: None,
@@ -641,7 +626,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::RequestPermissions,
         name: "request_permissions",
         title: "Request permissions",
-        description: "Ask for a permission that the policy refused. This server does not use MCP elicitation, so in safe and trusted mode the answer is ELICITATION_UNSUPPORTED with how the operator can grant it; in dangerous mode it reports the operator's auto-grant policy. It never escalates on its own.",
+        description: "Ask for a refused permission. Never escalates: says how the operator can grant it.",
         annotations: Annotations {
             read_only: true,
             destructive: false,
@@ -655,7 +640,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ViewImage,
         name: "view_image",
         title: "View image",
-        description: "Return a workspace image (PNG, JPEG, GIF, WebP) as one MCP image content block, resized to fit max_width x max_height when auto_resize. structuredContent carries the metadata only, never the base64 data.",
+        description: "A workspace image (PNG, JPEG, GIF, WebP) as an image block, shrunk to max_width x max_height when auto_resize.",
         annotations: READ_ONLY,
         params: ViewImageArgs::PARAMS,
         output: Some(<files::ViewImageResult as Shape>::shape),
@@ -715,7 +700,8 @@ impl Param {
                 if !choices.is_empty() {
                     s.insert("enum".into(), json!(choices));
                 }
-                if let Some(d) = default {
+                // An empty string is what an absent one means: not stated.
+                if let Some(d) = default.filter(|d| !d.is_empty()) {
                     s.insert("default".into(), json!(d));
                 }
             }
@@ -731,8 +717,9 @@ impl Param {
             }
             Kind::Bool { default } => {
                 s.insert("type".into(), json!("boolean"));
-                if let Some(d) = default {
-                    s.insert("default".into(), json!(d));
+                // A flag is off unless given: only `true` is stated.
+                if default == Some(true) {
+                    s.insert("default".into(), json!(true));
                 }
             }
             Kind::StrList => {
@@ -742,15 +729,12 @@ impl Param {
             Kind::StrMap => {
                 s.insert("type".into(), json!("object"));
                 s.insert("additionalProperties".into(), json!({"type": "string"}));
-                // As the reference advertises `env`: no entries by default.
-                s.insert("default".into(), json!({}));
             }
             Kind::Object => {
                 s.insert("type".into(), json!("object"));
                 s.insert("additionalProperties".into(), json!(true));
             }
         }
-        s.insert("description".into(), json!(self.description));
         Value::Object(s)
     }
 }
@@ -769,12 +753,19 @@ impl ToolSpec {
             .filter(|p| p.required)
             .map(|p| p.name)
             .collect();
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": props,
             "required": required,
             "additionalProperties": false,
-        })
+        });
+        // No required property: no `required` (the same schema, shorter).
+        if required.is_empty()
+            && let Some(m) = schema.as_object_mut()
+        {
+            m.remove("required");
+        }
+        schema
     }
 
     /// The tool as `tools/list` shows it.

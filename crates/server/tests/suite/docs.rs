@@ -75,10 +75,10 @@ fn render(tools: &[Value]) -> String {
             .unwrap_or_default();
         match props {
             Some(p) if !p.is_empty() => {
-                out.push_str("| argument | type | required | constraints | default | meaning |\n|---|---|---|---|---|---|\n");
+                out.push_str("| argument | type | required | constraints | default |\n|---|---|---|---|---|\n");
                 for (name, s) in p {
                     out.push_str(&format!(
-                        "| `{name}` | {} | {} | {} | {} | {} |\n",
+                        "| `{name}` | {} | {} | {} | {} |\n",
                         type_of(s),
                         if required.contains(&name.as_str()) {
                             "yes"
@@ -89,17 +89,35 @@ fn render(tools: &[Value]) -> String {
                         s.get("default")
                             .map(|d| format!("`{d}`"))
                             .unwrap_or_default(),
-                        s["description"].as_str().unwrap_or_default()
                     ));
                 }
             }
             _ => out.push_str("No arguments.\n"),
         }
+        // What a success carries (`outputSchema`; failures carry `error`).
+        let output = &t["outputSchema"];
+        let fields: Vec<String> = output["properties"]
+            .as_object()
+            .map(|p| {
+                p.iter()
+                    .filter(|(k, _)| k.as_str() != "error")
+                    .map(|(k, s)| format!("`{k}` ({})", type_of(s)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!("\nResult fields: {}.\n", fields.join(", ")));
     }
     out
 }
 
 fn type_of(s: &Value) -> String {
+    if let Some(types) = s["type"].as_array() {
+        let named: Vec<String> = types
+            .iter()
+            .map(|t| type_of(&json!({"type": t, "items": s.get("items")})))
+            .collect();
+        return named.join(" or ");
+    }
     match (s["type"].as_str(), s.get("items")) {
         (Some("array"), Some(items)) => {
             format!("array of {}", items["type"].as_str().unwrap_or("any"))
