@@ -113,6 +113,11 @@ error_codes! {
     UnsupportedEncoding = ("UNSUPPORTED_ENCODING", Validation, false),
 }
 
+/// The advice of an argument refusal whose message already names what to
+/// change: kept in `details.retry_hint`, left out of the text.
+pub const FIX_ARGUMENTS: &str =
+    "Fix the arguments to match the tool's inputSchema (tools/list), then call again.";
+
 /// A tool failure: an `isError: true` result, never a JSON-RPC error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
@@ -169,12 +174,7 @@ impl ToolError {
     }
 
     pub fn invalid_argument(message: String, details: Value) -> Self {
-        Self::new(
-            ErrorCode::InvalidArgument,
-            message,
-            details,
-            "Fix the arguments to match the tool's inputSchema (tools/list), then call again.",
-        )
+        Self::new(ErrorCode::InvalidArgument, message, details, FIX_ARGUMENTS)
     }
 }
 
@@ -238,7 +238,6 @@ pub fn render(outcome: Result<ToolSuccess, ToolError>, opts: RenderOptions) -> V
                     "category": e.category.as_str(),
                     "retryable": e.retryable,
                     "details": details,
-                    "recovery": e.recovery,
                 }),
             );
             (text, structured, Vec::new(), true)
@@ -267,20 +266,26 @@ fn text_block(text: String) -> Value {
 }
 
 /// The failure text: code and message, then category and retryability, then
-/// what to do — so a client that forwards only `content` still knows.
+/// what to do — so a client that forwards only `content` still knows. The
+/// `Retry:` line is left out when it would say nothing the message does not
+/// (an argument refusal names the argument and the rule).
 pub fn error_text(e: &ToolError) -> String {
     let verdict = if e.retryable {
         "Retryable: yes."
     } else {
         "Retryable: no. Do not repeat this call unchanged."
     };
-    format!(
-        "{}: {}\nCategory: {}. {verdict}\nRetry: {}",
+    let mut text = format!(
+        "{}: {}\nCategory: {}. {verdict}",
         e.code.as_str(),
         e.message,
         e.category.as_str(),
-        e.recovery
-    )
+    );
+    if !e.recovery.is_empty() && e.recovery != FIX_ARGUMENTS {
+        text.push_str("\nRetry: ");
+        text.push_str(&e.recovery);
+    }
+    text
 }
 
 fn cap_text(mut text: String) -> String {

@@ -119,7 +119,7 @@ pub fn fs_error(e: FsError) -> ToolError {
             ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "inconsistent_arguments", "problem": m}),
-            "Fix the arguments and call again.",
+            crate::envelope::FIX_ARGUMENTS,
         ),
         // The reference's code for a file that is no image it shows.
         FsError::NotAnImage { path, reason } => err(
@@ -551,7 +551,7 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                     config.permission_mode.as_str()
                 ),
                 _ => format!(
-                    "The {} gate is closed in {} mode: {grant}, or do the work without it (e.g. write a script file with apply_patch and run it).",
+                    "{} is closed in {} mode; the operator can {grant}.",
                     r.permission.as_str(),
                     config.permission_mode.as_str()
                 ),

@@ -485,7 +485,13 @@ fn reference_output_counters_and_retry_hints() {
     let r = s.request(&call(3, "kill_command", json!({"command_id": "nope"})));
     let e = &sc(&r)["error"];
     assert_eq!(e["code"], "COMMAND_NOT_FOUND");
-    assert_eq!(e["details"]["retry_hint"], e["recovery"], "{e}");
+    // Issue 19: once, in `details.retry_hint` (no `recovery` copy), and
+    // the same words on the text's Retry line.
+    assert!(e.get("recovery").is_none(), "{e}");
+    let hint = e["details"]["retry_hint"].as_str().unwrap();
+    assert!(!hint.is_empty());
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("\nRetry: {hint}")), "{text}");
 }
 
 // Issue 15, second pass: the reference's names on the exec tools' wire.
