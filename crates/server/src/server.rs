@@ -129,7 +129,7 @@ impl Server {
     pub fn instructions_and_context(&self) -> (String, ProjectContext) {
         let total = self.limits.context.total_bytes;
         let preamble = format!(
-            "Coding tools that work only inside the configured workspace {}: paths are relative to it, and nothing outside it is read, changed or run. Change files only with apply_patch (dry_run=true shows the plan); run commands with exec_command and poll a running one with write_stdin and empty chars.",
+            "Coding tools confined to the workspace {}; paths are relative to it. Change files only with apply_patch, never through exec_command.",
             self.workspace.root().display()
         );
         let mut index = String::new();
