@@ -351,7 +351,7 @@ fn instructions_stay_within_budget_with_preamble_and_index() {
     let (text, info) = instructions_of(ws.path());
     assert!(text.len() <= 20 * 1024, "{} bytes", text.len());
     assert!(
-        text.contains("only inside the configured workspace"),
+        text.contains("Coding tools confined to the workspace"),
         "{}",
         &text[..200]
     );
