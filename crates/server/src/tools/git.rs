@@ -15,7 +15,9 @@ use crate::catalog::{
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
+use crate::output::tool_result;
 use crate::timestamp;
+use crate::tools::files::NextCall;
 
 /// The least time a git operation gets before the call gives up on it (and
 /// at least twice the deployment wait budget).
@@ -94,6 +96,34 @@ fn ok(text: String, structured: Map<String, Value>) -> ToolSuccess {
     }
 }
 
+tool_result! {
+    /// One `git_status` entry.
+    pub struct StatusChange {
+        path: String,
+        original_path: Option<String>,
+        index_status: String,
+        worktree_status: String,
+        xy: String,
+    }
+}
+
+tool_result! {
+    /// What `git_status` answers.
+    pub struct GitStatusResult {
+        is_repo: bool,
+        branch: Option<String>,
+        head: Option<String>,
+        upstream: String,
+        ahead: usize,
+        behind: usize,
+        count: usize,
+        truncated: bool,
+        clean: bool,
+        warnings: Vec<&'static str>,
+        entries: Vec<StatusChange>,
+    }
+}
+
 /// A porcelain v1 status letter: an unchanged side is a space, as
 /// `git status --porcelain` prints it.
 fn porcelain(c: char) -> char {
@@ -137,33 +167,35 @@ pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSucc
             "[truncated at max_entries={max}; raise it (up to 10000) or pass a narrower path]\n"
         ));
     }
-    let entries: Vec<Value> = s
+    let entries = s
         .entries
         .iter()
-        .map(|e| {
-            json!({
-                "path": e.path,
-                "original_path": e.orig_path,
-                "index_status": porcelain(e.staged).to_string(),
-                "worktree_status": porcelain(e.unstaged).to_string(),
-                "xy": xy(e),
-            })
+        .map(|e| StatusChange {
+            path: e.path.clone(),
+            original_path: e.orig_path.clone(),
+            index_status: porcelain(e.staged).to_string(),
+            worktree_status: porcelain(e.unstaged).to_string(),
+            xy: xy(e),
         })
         .collect();
-    let mut st = obj(json!({
-        "is_repo": true,
-        "branch": s.branch,
-        "head": s.head,
-        "upstream": s.upstream.unwrap_or_default(),
-        "ahead": s.ahead_behind.map_or(0, |x| x.0),
-        "behind": s.ahead_behind.map_or(0, |x| x.1),
-        "count": s.entries.len(),
-        "truncated": s.truncated,
-        "clean": s.entries.is_empty(),
-        "warnings": if s.truncated { json!(["status entries truncated"]) } else { json!([]) },
-    }));
-    st.insert("entries".into(), Value::Array(entries));
-    Ok(ok(text.trim_end().to_owned(), st))
+    let result = GitStatusResult {
+        is_repo: true,
+        branch: s.branch,
+        head: s.head,
+        upstream: s.upstream.unwrap_or_default(),
+        ahead: s.ahead_behind.map_or(0, |x| x.0),
+        behind: s.ahead_behind.map_or(0, |x| x.1),
+        count: s.entries.len(),
+        truncated: s.truncated,
+        clean: s.entries.is_empty(),
+        warnings: if s.truncated {
+            vec!["status entries truncated"]
+        } else {
+            Vec::new()
+        },
+        entries,
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 fn paths_of(paths: &[String], path: Option<&String>) -> Vec<String> {
@@ -327,13 +359,54 @@ fn iso_strict(secs: i64, offset: i32) -> String {
     timestamp::rfc3339(secs, 0, offset)
 }
 
-fn commit_json(c: &ctm_git_tools::CommitInfo) -> Value {
-    json!({
-        "hash": c.id, "short_hash": c.short_id, "author_name": c.author_name, "author_email": c.author_email,
-        "author_date": iso_strict(c.author_time, c.author_offset), "author_time": c.author_time,
-        "committer": c.committer_name, "committer_time": c.committer_time,
-        "subject": c.subject, "body": c.body, "parents": c.parents,
-    })
+tool_result! {
+    /// A commit as `git_log` and `git_show` report it.
+    pub struct Commit {
+        hash: String,
+        short_hash: String,
+        author_name: String,
+        author_email: String,
+        author_date: String,
+        author_time: i64,
+        committer: String,
+        committer_time: i64,
+        subject: String,
+        body: String,
+        parents: Vec<String>,
+    }
+}
+
+fn commit(c: &ctm_git_tools::CommitInfo) -> Commit {
+    Commit {
+        hash: c.id.clone(),
+        short_hash: c.short_id.clone(),
+        author_name: c.author_name.clone(),
+        author_email: c.author_email.clone(),
+        author_date: iso_strict(c.author_time, c.author_offset),
+        author_time: c.author_time,
+        committer: c.committer_name.clone(),
+        committer_time: c.committer_time,
+        subject: c.subject.clone(),
+        body: c.body.clone(),
+        parents: c.parents.clone(),
+    }
+}
+
+tool_result! {
+    /// What `git_log` answers.
+    pub struct GitLogResult {
+        is_repo: bool,
+        r#ref: String,
+        path: String,
+        max_count: usize,
+        skip: usize,
+        count: usize,
+        truncated: bool,
+        warnings: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        commits: Vec<Commit>,
+    }
 }
 
 /// Renders a call as the model would write it: `tool(key=json, ...)`.
@@ -361,17 +434,7 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
     if log.commits.is_empty() {
         text = "No commits.\n".into();
     }
-    let mut st = obj(json!({
-        "is_repo": true,
-        "ref": rev,
-        "path": path.as_deref().unwrap_or("."),
-        "max_count": max,
-        "skip": skip,
-        "count": log.commits.len(),
-        "truncated": log.has_more,
-        "warnings": if log.has_more { json!(["commit limit reached"]) } else { json!([]) },
-    }));
-    if log.has_more {
+    let next_action = log.has_more.then(|| {
         let next = skip + log.commits.len();
         // Every argument that selects the commits carries over, the
         // default path (".") too, as the reference sends it.
@@ -381,16 +444,28 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
         a.insert("max_count".into(), json!(max));
         a.insert("skip".into(), json!(next));
         text.push_str(&format!("[more: {}]\n", call_text("git_log", &a)));
-        st.insert(
-            "next_action".into(),
-            json!({"tool": "git_log", "arguments": a}),
-        );
-    }
-    st.insert(
-        "commits".into(),
-        Value::Array(log.commits.iter().map(commit_json).collect()),
-    );
-    Ok(ok(text.trim_end().to_owned(), st))
+        NextCall {
+            tool: "git_log",
+            arguments: a,
+        }
+    });
+    let result = GitLogResult {
+        is_repo: true,
+        r#ref: rev,
+        path: path.unwrap_or_else(|| ".".to_owned()),
+        max_count: max,
+        skip,
+        count: log.commits.len(),
+        truncated: log.has_more,
+        warnings: if log.has_more {
+            vec!["commit limit reached"]
+        } else {
+            Vec::new()
+        },
+        next_action,
+        commits: log.commits.iter().map(commit).collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess, ToolError> {
@@ -456,7 +531,7 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
                 }
             }
             let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "kind": "commit", "commit": commit_json(&info)}),
+                json!({"is_repo": true, "rev": rev, "kind": "commit", "commit": commit(&info)}),
             );
             let mut text = String::new();
             if include_diff {
@@ -512,6 +587,38 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
     }
 }
 
+tool_result! {
+    /// One `git_blame` line.
+    pub struct BlamedLine {
+        line: u32,
+        original_line: u32,
+        commit: String,
+        author: String,
+        author_mail: String,
+        author_time: i64,
+        summary: String,
+        content: String,
+    }
+}
+
+tool_result! {
+    /// What `git_blame` answers.
+    pub struct GitBlameResult {
+        is_repo: bool,
+        path: String,
+        rev: Option<String>,
+        start_line: u32,
+        end_line: u32,
+        max_lines: u32,
+        total_lines: u32,
+        truncated: bool,
+        warnings: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        lines: Vec<BlamedLine>,
+    }
+}
+
 pub async fn git_blame(server: &Server, args: GitBlameArgs) -> Result<ToolSuccess, ToolError> {
     let path = args.path;
     let given_rev = args.rev;
@@ -546,42 +653,58 @@ pub async fn git_blame(server: &Server, args: GitBlameArgs) -> Result<ToolSucces
             )
         })
         .collect();
-    let mut st = obj(json!({
-        "is_repo": true,
-        "path": path,
-        "rev": given_rev,
-        "start_line": start,
-        "end_line": range_end,
-        "max_lines": max,
-        "total_lines": b.total_lines,
-        "truncated": b.has_more,
-        "warnings": if b.has_more { json!(["line limit reached"]) } else { json!([]) },
-    }));
-    if let (true, Some(last)) = (b.has_more, b.lines.last()) {
-        // Every argument that selects the lines carries over.
-        let mut a = Map::new();
-        a.insert("path".into(), json!(path));
-        if let Some(r) = &given_rev {
-            a.insert("rev".into(), json!(r));
+    let next_action = match (b.has_more, b.lines.last()) {
+        (true, Some(last)) => {
+            // Every argument that selects the lines carries over.
+            let mut a = Map::new();
+            a.insert("path".into(), json!(path));
+            if let Some(r) = &given_rev {
+                a.insert("rev".into(), json!(r));
+            }
+            a.insert("start_line".into(), json!(last.line + 1));
+            if let Some(e) = end {
+                a.insert("end_line".into(), json!(e));
+            }
+            a.insert("max_lines".into(), json!(max));
+            text.push_str(&format!("[more: {}]\n", call_text("git_blame", &a)));
+            Some(NextCall {
+                tool: "git_blame",
+                arguments: a,
+            })
         }
-        a.insert("start_line".into(), json!(last.line + 1));
-        if let Some(e) = end {
-            a.insert("end_line".into(), json!(e));
-        }
-        a.insert("max_lines".into(), json!(max));
-        text.push_str(&format!("[more: {}]\n", call_text("git_blame", &a)));
-        st.insert(
-            "next_action".into(),
-            json!({"tool": "git_blame", "arguments": a}),
-        );
-    }
-    let lines: Vec<Value> = b
-        .lines
-        .iter()
-        .map(|l| json!({"line": l.line, "original_line": l.original_line, "commit": l.commit, "author": l.author, "author_mail": l.author_email, "author_time": l.author_time, "summary": l.summary, "content": l.content}))
-        .collect();
-    st.insert("lines".into(), Value::Array(lines));
-    Ok(ok(text.trim_end().to_owned(), st))
+        _ => None,
+    };
+    let result = GitBlameResult {
+        is_repo: true,
+        path,
+        rev: given_rev,
+        start_line: start,
+        end_line: range_end,
+        max_lines: max,
+        total_lines: b.total_lines,
+        truncated: b.has_more,
+        warnings: if b.has_more {
+            vec!["line limit reached"]
+        } else {
+            Vec::new()
+        },
+        next_action,
+        lines: b
+            .lines
+            .into_iter()
+            .map(|l| BlamedLine {
+                line: l.line,
+                original_line: l.original_line,
+                commit: l.commit,
+                author: l.author,
+                author_mail: l.author_email,
+                author_time: l.author_time,
+                summary: l.summary,
+                content: l.content,
+            })
+            .collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 /// A blame of a path `rev` does not have, judged as the reference judges
