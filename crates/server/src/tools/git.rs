@@ -81,21 +81,6 @@ async fn refuse_missing(
     }
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
-fn ok(text: String, structured: Map<String, Value>) -> ToolSuccess {
-    ToolSuccess {
-        text,
-        structured,
-        extra_content: Vec::new(),
-    }
-}
-
 tool_result! {
     /// One `git_status` entry.
     pub struct StatusChange {
@@ -222,47 +207,78 @@ fn change_word(c: char) -> &'static str {
     }
 }
 
-fn diff_files(d: &DiffOutcome, stage: Option<&str>) -> Vec<Value> {
+tool_result! {
+    /// One changed file of a `git_diff` or `git_show` diff.
+    pub struct ChangedFile {
+        path: String,
+        status: &'static str,
+        change: &'static str,
+        binary: bool,
+        old_path: Option<String>,
+        lines_added: usize,
+        lines_removed: usize,
+        included: bool,
+        /// `unstaged` or `staged` in a `git_diff`; absent in a `git_show`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stage: Option<&'static str>,
+    }
+}
+
+fn diff_files(d: &DiffOutcome, stage: Option<&'static str>) -> Vec<ChangedFile> {
     d.files
         .iter()
-        .map(|f| {
-            let mut v = json!({"path": f.path, "status": status_word(f.status), "change": change_word(f.status), "binary": f.binary, "old_path": f.old_path, "lines_added": f.added, "lines_removed": f.removed, "included": f.included});
-            if let Some(stage) = stage {
-                v["stage"] = json!(stage);
-            }
-            v
+        .map(|f| ChangedFile {
+            path: f.path.clone(),
+            status: status_word(f.status),
+            change: change_word(f.status),
+            binary: f.binary,
+            old_path: f.old_path.clone(),
+            lines_added: f.added,
+            lines_removed: f.removed,
+            included: f.included,
+            stage,
         })
         .collect()
 }
 
-/// The reference's truncation fields of a text result.
-fn truncation(st: &mut Map<String, Value>, text: &str, truncated: bool, warning: &str) {
-    st.insert("truncated".into(), json!(truncated));
-    st.insert(
-        "truncated_by".into(),
-        if truncated {
-            json!("bytes")
+/// The reference's truncation fields of a text result, which each result
+/// that has them lists in this order.
+struct Truncation {
+    truncated: bool,
+    truncated_by: Option<&'static str>,
+    output_lines: usize,
+    output_bytes: usize,
+    warnings: Vec<&'static str>,
+}
+
+fn truncation(text: &str, truncated: bool, warning: &'static str) -> Truncation {
+    Truncation {
+        truncated,
+        truncated_by: truncated.then_some("bytes"),
+        // The reference counts the pieces between newlines (a final
+        // newline adds an empty one) unless the text was cut.
+        output_lines: if truncated {
+            text.lines().count()
         } else {
-            Value::Null
+            text.split('\n').count()
         },
-    );
-    // The reference counts the pieces between newlines (a final newline
-    // adds an empty one) unless the text was cut.
-    let lines = if truncated {
-        text.lines().count()
-    } else {
-        text.split('\n').count()
-    };
-    st.insert("output_lines".into(), json!(lines));
-    st.insert("output_bytes".into(), json!(text.len()));
-    st.insert(
-        "warnings".into(),
-        if truncated {
-            json!([warning])
-        } else {
-            json!([])
-        },
-    );
+        output_bytes: text.len(),
+        warnings: if truncated { vec![warning] } else { Vec::new() },
+    }
+}
+
+tool_result! {
+    /// What `git_diff` answers.
+    pub struct GitDiffResult {
+        is_repo: bool,
+        truncated: bool,
+        truncated_by: Option<&'static str>,
+        output_lines: usize,
+        output_bytes: usize,
+        warnings: Vec<&'static str>,
+        files: Vec<ChangedFile>,
+        diff: String,
+    }
 }
 
 /// The model-facing hint of a cut diff; `call` renders the continuation
@@ -339,12 +355,18 @@ pub async fn git_diff(server: &Server, args: GitDiffArgs) -> Result<ToolSuccess,
     if text.is_empty() {
         text = "No differences.".into();
     }
-    let mut st = Map::new();
-    st.insert("is_repo".into(), json!(true));
-    truncation(&mut st, &diff, truncated, "diff truncated");
-    st.insert("files".into(), Value::Array(files));
-    st.insert("diff".into(), Value::String(diff));
-    Ok(ok(text.trim_end().to_owned(), st))
+    let t = truncation(&diff, truncated, "diff truncated");
+    let result = GitDiffResult {
+        is_repo: true,
+        truncated: t.truncated,
+        truncated_by: t.truncated_by,
+        output_lines: t.output_lines,
+        output_bytes: t.output_bytes,
+        warnings: t.warnings,
+        files,
+        diff,
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 /// The context lines and byte budget of a diff.
@@ -468,6 +490,34 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
     Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
+tool_result! {
+    /// What `git_show` answers: a file at a revision (`kind: "file"`, with
+    /// `path` and `total_bytes`) or a commit (`kind: "commit"`, with
+    /// `commit`, and `diff_base` when the diff is included).
+    pub struct GitShowResult {
+        is_repo: bool,
+        rev: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        kind: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total_bytes: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<Commit>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        truncated: bool,
+        truncated_by: Option<&'static str>,
+        output_lines: usize,
+        output_bytes: usize,
+        warnings: Vec<&'static str>,
+        files: Vec<ChangedFile>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diff_base: Option<&'static str>,
+        content: String,
+    }
+}
+
 pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess, ToolError> {
     let rev = args.rev;
     let path = args.path;
@@ -506,13 +556,25 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
             if truncated {
                 text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
             }
-            let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "path": given_path, "kind": "file", "total_bytes": total}),
-            );
-            truncation(&mut st, &content, truncated, "output truncated");
-            st.insert("files".into(), json!([]));
-            st.insert("content".into(), Value::String(content));
-            Ok(ok(text, st))
+            let t = truncation(&content, truncated, "output truncated");
+            let result = GitShowResult {
+                is_repo: true,
+                rev,
+                path: given_path,
+                kind: "file",
+                total_bytes: Some(total),
+                commit: None,
+                next_action: None,
+                truncated: t.truncated,
+                truncated_by: t.truncated_by,
+                output_lines: t.output_lines,
+                output_bytes: t.output_bytes,
+                warnings: t.warnings,
+                files: Vec::new(),
+                diff_base: None,
+                content,
+            };
+            Ok(ToolSuccess::new(text, &result))
         }
         Shown::Commit(boxed) => {
             let (info, diff) = *boxed;
@@ -530,10 +592,8 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
                     content.push_str(&format!("    {l}\n"));
                 }
             }
-            let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "kind": "commit", "commit": commit(&info)}),
-            );
             let mut text = String::new();
+            let (next_action, t, files, diff_base);
             if include_diff {
                 content.push('\n');
                 content.push_str(&diff.text);
@@ -560,29 +620,42 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
                     }
                     text.push_str(&h);
                 }
-                if diff.truncated && !left.is_empty() {
-                    st.insert(
-                        "next_action".into(),
-                        json!({"tool": "git_show", "arguments": a}),
-                    );
-                }
-                truncation(&mut st, &content, diff.truncated, "output truncated");
-                st.insert("files".into(), Value::Array(diff_files(&diff, None)));
-                st.insert(
-                    "diff_base".into(),
-                    json!(if info.parents.is_empty() {
-                        "empty tree (root commit)"
-                    } else {
-                        "first parent"
-                    }),
-                );
+                next_action = (diff.truncated && !left.is_empty()).then(|| NextCall {
+                    tool: "git_show",
+                    arguments: a,
+                });
+                t = truncation(&content, diff.truncated, "output truncated");
+                files = diff_files(&diff, None);
+                diff_base = Some(if info.parents.is_empty() {
+                    "empty tree (root commit)"
+                } else {
+                    "first parent"
+                });
             } else {
                 text = content.clone();
-                truncation(&mut st, &content, false, "output truncated");
-                st.insert("files".into(), json!([]));
+                next_action = None;
+                t = truncation(&content, false, "output truncated");
+                files = Vec::new();
+                diff_base = None;
             }
-            st.insert("content".into(), Value::String(content));
-            Ok(ok(text.trim_end().to_owned(), st))
+            let result = GitShowResult {
+                is_repo: true,
+                rev,
+                path: None,
+                kind: "commit",
+                total_bytes: None,
+                commit: Some(commit(&info)),
+                next_action,
+                truncated: t.truncated,
+                truncated_by: t.truncated_by,
+                output_lines: t.output_lines,
+                output_bytes: t.output_bytes,
+                warnings: t.warnings,
+                files,
+                diff_base,
+                content,
+            };
+            Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
         }
     }
 }
