@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::files;
+use crate::tools::{files, git};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -599,7 +599,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Staged, unstaged and untracked changes of the workspace repository, with branch and upstream ahead/behind. Read in-process: no hook or fsmonitor runs.",
         annotations: READ_ONLY,
         params: GitStatusArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitStatusResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitDiff,
@@ -608,7 +608,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Unified diff of unstaged (worktree vs index) and/or staged (index vs HEAD) changes, like git diff / git diff --cached, bounded by max_bytes with a continuation hint.",
         annotations: READ_ONLY,
         params: GitDiffArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitDiffResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitLog,
@@ -617,7 +617,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Commits reachable from a ref or revision expression (newest first), optionally only those touching a path. A ref is never read as an option.",
         annotations: READ_ONLY,
         params: GitLogArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitLogResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitShow,
@@ -626,7 +626,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "A commit's metadata and its diff against its first parent, or a file's content at a revision when path names a file, bounded by max_bytes.",
         annotations: READ_ONLY,
         params: GitShowArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitShowResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitBlame,
@@ -635,7 +635,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Per-line attribution of a file (commit, author, time, original line number), like git blame --porcelain, for a bounded line range.",
         annotations: READ_ONLY,
         params: GitBlameArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitBlameResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::RequestPermissions,
