@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::files;
+use crate::tools::{files, git};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -584,7 +584,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Staged, unstaged and untracked changes; branch and ahead/behind. Runs no hooks.",
         annotations: READ_ONLY,
         params: GitStatusArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitStatusResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitDiff,
@@ -593,7 +593,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Diff of unstaged and/or staged changes.",
         annotations: READ_ONLY,
         params: GitDiffArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitDiffResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitLog,
@@ -602,7 +602,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Commits reachable from ref, newest first, optionally only those touching path.",
         annotations: READ_ONLY,
         params: GitLogArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitLogResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitShow,
@@ -611,7 +611,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "A commit and its diff, or a file's content at rev when path is a file.",
         annotations: READ_ONLY,
         params: GitShowArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitShowResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitBlame,
@@ -620,7 +620,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Commit, author and time of each line in a range of a file.",
         annotations: READ_ONLY,
         params: GitBlameArgs::PARAMS,
-        output: None,
+        output: Some(<git::GitBlameResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::RequestPermissions,

@@ -15,7 +15,9 @@ use crate::catalog::{
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
+use crate::output::tool_result;
 use crate::timestamp;
+use crate::tools::files::NextCall;
 
 /// The least time a git operation gets before the call gives up on it (and
 /// at least twice the deployment wait budget).
@@ -79,18 +81,31 @@ async fn refuse_missing(
     }
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+tool_result! {
+    /// One `git_status` entry.
+    pub struct StatusChange {
+        path: String,
+        original_path: Option<String>,
+        index_status: String,
+        worktree_status: String,
+        xy: String,
     }
 }
 
-fn ok(text: String, structured: Map<String, Value>) -> ToolSuccess {
-    ToolSuccess {
-        text,
-        structured,
-        extra_content: Vec::new(),
+tool_result! {
+    /// What `git_status` answers.
+    pub struct GitStatusResult {
+        is_repo: bool,
+        branch: Option<String>,
+        head: Option<String>,
+        upstream: String,
+        ahead: usize,
+        behind: usize,
+        count: usize,
+        truncated: bool,
+        clean: bool,
+        warnings: Vec<&'static str>,
+        entries: Vec<StatusChange>,
     }
 }
 
@@ -137,33 +152,35 @@ pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSucc
             "[truncated at max_entries={max}; raise it (up to 10000) or pass a narrower path]\n"
         ));
     }
-    let entries: Vec<Value> = s
+    let entries = s
         .entries
         .iter()
-        .map(|e| {
-            json!({
-                "path": e.path,
-                "original_path": e.orig_path,
-                "index_status": porcelain(e.staged).to_string(),
-                "worktree_status": porcelain(e.unstaged).to_string(),
-                "xy": xy(e),
-            })
+        .map(|e| StatusChange {
+            path: e.path.clone(),
+            original_path: e.orig_path.clone(),
+            index_status: porcelain(e.staged).to_string(),
+            worktree_status: porcelain(e.unstaged).to_string(),
+            xy: xy(e),
         })
         .collect();
-    let mut st = obj(json!({
-        "is_repo": true,
-        "branch": s.branch,
-        "head": s.head,
-        "upstream": s.upstream.unwrap_or_default(),
-        "ahead": s.ahead_behind.map_or(0, |x| x.0),
-        "behind": s.ahead_behind.map_or(0, |x| x.1),
-        "count": s.entries.len(),
-        "truncated": s.truncated,
-        "clean": s.entries.is_empty(),
-        "warnings": if s.truncated { json!(["status entries truncated"]) } else { json!([]) },
-    }));
-    st.insert("entries".into(), Value::Array(entries));
-    Ok(ok(text.trim_end().to_owned(), st))
+    let result = GitStatusResult {
+        is_repo: true,
+        branch: s.branch,
+        head: s.head,
+        upstream: s.upstream.unwrap_or_default(),
+        ahead: s.ahead_behind.map_or(0, |x| x.0),
+        behind: s.ahead_behind.map_or(0, |x| x.1),
+        count: s.entries.len(),
+        truncated: s.truncated,
+        clean: s.entries.is_empty(),
+        warnings: if s.truncated {
+            vec!["status entries truncated"]
+        } else {
+            Vec::new()
+        },
+        entries,
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 fn paths_of(paths: &[String], path: Option<&String>) -> Vec<String> {
@@ -190,47 +207,78 @@ fn change_word(c: char) -> &'static str {
     }
 }
 
-fn diff_files(d: &DiffOutcome, stage: Option<&str>) -> Vec<Value> {
+tool_result! {
+    /// One changed file of a `git_diff` or `git_show` diff.
+    pub struct ChangedFile {
+        path: String,
+        status: &'static str,
+        change: &'static str,
+        binary: bool,
+        old_path: Option<String>,
+        lines_added: usize,
+        lines_removed: usize,
+        included: bool,
+        /// `unstaged` or `staged` in a `git_diff`; absent in a `git_show`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stage: Option<&'static str>,
+    }
+}
+
+fn diff_files(d: &DiffOutcome, stage: Option<&'static str>) -> Vec<ChangedFile> {
     d.files
         .iter()
-        .map(|f| {
-            let mut v = json!({"path": f.path, "status": status_word(f.status), "change": change_word(f.status), "binary": f.binary, "old_path": f.old_path, "lines_added": f.added, "lines_removed": f.removed, "included": f.included});
-            if let Some(stage) = stage {
-                v["stage"] = json!(stage);
-            }
-            v
+        .map(|f| ChangedFile {
+            path: f.path.clone(),
+            status: status_word(f.status),
+            change: change_word(f.status),
+            binary: f.binary,
+            old_path: f.old_path.clone(),
+            lines_added: f.added,
+            lines_removed: f.removed,
+            included: f.included,
+            stage,
         })
         .collect()
 }
 
-/// The reference's truncation fields of a text result.
-fn truncation(st: &mut Map<String, Value>, text: &str, truncated: bool, warning: &str) {
-    st.insert("truncated".into(), json!(truncated));
-    st.insert(
-        "truncated_by".into(),
-        if truncated {
-            json!("bytes")
+/// The reference's truncation fields of a text result, which each result
+/// that has them lists in this order.
+struct Truncation {
+    truncated: bool,
+    truncated_by: Option<&'static str>,
+    output_lines: usize,
+    output_bytes: usize,
+    warnings: Vec<&'static str>,
+}
+
+fn truncation(text: &str, truncated: bool, warning: &'static str) -> Truncation {
+    Truncation {
+        truncated,
+        truncated_by: truncated.then_some("bytes"),
+        // The reference counts the pieces between newlines (a final
+        // newline adds an empty one) unless the text was cut.
+        output_lines: if truncated {
+            text.lines().count()
         } else {
-            Value::Null
+            text.split('\n').count()
         },
-    );
-    // The reference counts the pieces between newlines (a final newline
-    // adds an empty one) unless the text was cut.
-    let lines = if truncated {
-        text.lines().count()
-    } else {
-        text.split('\n').count()
-    };
-    st.insert("output_lines".into(), json!(lines));
-    st.insert("output_bytes".into(), json!(text.len()));
-    st.insert(
-        "warnings".into(),
-        if truncated {
-            json!([warning])
-        } else {
-            json!([])
-        },
-    );
+        output_bytes: text.len(),
+        warnings: if truncated { vec![warning] } else { Vec::new() },
+    }
+}
+
+tool_result! {
+    /// What `git_diff` answers.
+    pub struct GitDiffResult {
+        is_repo: bool,
+        truncated: bool,
+        truncated_by: Option<&'static str>,
+        output_lines: usize,
+        output_bytes: usize,
+        warnings: Vec<&'static str>,
+        files: Vec<ChangedFile>,
+        diff: String,
+    }
 }
 
 /// The model-facing hint of a cut diff; `call` renders the continuation
@@ -307,12 +355,18 @@ pub async fn git_diff(server: &Server, args: GitDiffArgs) -> Result<ToolSuccess,
     if text.is_empty() {
         text = "No differences.".into();
     }
-    let mut st = Map::new();
-    st.insert("is_repo".into(), json!(true));
-    truncation(&mut st, &diff, truncated, "diff truncated");
-    st.insert("files".into(), Value::Array(files));
-    st.insert("diff".into(), Value::String(diff));
-    Ok(ok(text.trim_end().to_owned(), st))
+    let t = truncation(&diff, truncated, "diff truncated");
+    let result = GitDiffResult {
+        is_repo: true,
+        truncated: t.truncated,
+        truncated_by: t.truncated_by,
+        output_lines: t.output_lines,
+        output_bytes: t.output_bytes,
+        warnings: t.warnings,
+        files,
+        diff,
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 /// The context lines and byte budget of a diff.
@@ -327,13 +381,54 @@ fn iso_strict(secs: i64, offset: i32) -> String {
     timestamp::rfc3339(secs, 0, offset)
 }
 
-fn commit_json(c: &ctm_git_tools::CommitInfo) -> Value {
-    json!({
-        "hash": c.id, "short_hash": c.short_id, "author_name": c.author_name, "author_email": c.author_email,
-        "author_date": iso_strict(c.author_time, c.author_offset), "author_time": c.author_time,
-        "committer": c.committer_name, "committer_time": c.committer_time,
-        "subject": c.subject, "body": c.body, "parents": c.parents,
-    })
+tool_result! {
+    /// A commit as `git_log` and `git_show` report it.
+    pub struct Commit {
+        hash: String,
+        short_hash: String,
+        author_name: String,
+        author_email: String,
+        author_date: String,
+        author_time: i64,
+        committer: String,
+        committer_time: i64,
+        subject: String,
+        body: String,
+        parents: Vec<String>,
+    }
+}
+
+fn commit(c: &ctm_git_tools::CommitInfo) -> Commit {
+    Commit {
+        hash: c.id.clone(),
+        short_hash: c.short_id.clone(),
+        author_name: c.author_name.clone(),
+        author_email: c.author_email.clone(),
+        author_date: iso_strict(c.author_time, c.author_offset),
+        author_time: c.author_time,
+        committer: c.committer_name.clone(),
+        committer_time: c.committer_time,
+        subject: c.subject.clone(),
+        body: c.body.clone(),
+        parents: c.parents.clone(),
+    }
+}
+
+tool_result! {
+    /// What `git_log` answers.
+    pub struct GitLogResult {
+        is_repo: bool,
+        r#ref: String,
+        path: String,
+        max_count: usize,
+        skip: usize,
+        count: usize,
+        truncated: bool,
+        warnings: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        commits: Vec<Commit>,
+    }
 }
 
 /// Renders a call as the model would write it: `tool(key=json, ...)`.
@@ -361,17 +456,7 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
     if log.commits.is_empty() {
         text = "No commits.\n".into();
     }
-    let mut st = obj(json!({
-        "is_repo": true,
-        "ref": rev,
-        "path": path.as_deref().unwrap_or("."),
-        "max_count": max,
-        "skip": skip,
-        "count": log.commits.len(),
-        "truncated": log.has_more,
-        "warnings": if log.has_more { json!(["commit limit reached"]) } else { json!([]) },
-    }));
-    if log.has_more {
+    let next_action = log.has_more.then(|| {
         let next = skip + log.commits.len();
         // Every argument that selects the commits carries over, the
         // default path (".") too, as the reference sends it.
@@ -381,16 +466,56 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
         a.insert("max_count".into(), json!(max));
         a.insert("skip".into(), json!(next));
         text.push_str(&format!("[more: {}]\n", call_text("git_log", &a)));
-        st.insert(
-            "next_action".into(),
-            json!({"tool": "git_log", "arguments": a}),
-        );
+        NextCall {
+            tool: "git_log",
+            arguments: a,
+        }
+    });
+    let result = GitLogResult {
+        is_repo: true,
+        r#ref: rev,
+        path: path.unwrap_or_else(|| ".".to_owned()),
+        max_count: max,
+        skip,
+        count: log.commits.len(),
+        truncated: log.has_more,
+        warnings: if log.has_more {
+            vec!["commit limit reached"]
+        } else {
+            Vec::new()
+        },
+        next_action,
+        commits: log.commits.iter().map(commit).collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
+}
+
+tool_result! {
+    /// What `git_show` answers: a file at a revision (`kind: "file"`, with
+    /// `path` and `total_bytes`) or a commit (`kind: "commit"`, with
+    /// `commit`, and `diff_base` when the diff is included).
+    pub struct GitShowResult {
+        is_repo: bool,
+        rev: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        kind: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total_bytes: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<Commit>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        truncated: bool,
+        truncated_by: Option<&'static str>,
+        output_lines: usize,
+        output_bytes: usize,
+        warnings: Vec<&'static str>,
+        files: Vec<ChangedFile>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diff_base: Option<&'static str>,
+        content: String,
     }
-    st.insert(
-        "commits".into(),
-        Value::Array(log.commits.iter().map(commit_json).collect()),
-    );
-    Ok(ok(text.trim_end().to_owned(), st))
 }
 
 pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess, ToolError> {
@@ -431,13 +556,25 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
             if truncated {
                 text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
             }
-            let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "path": given_path, "kind": "file", "total_bytes": total}),
-            );
-            truncation(&mut st, &content, truncated, "output truncated");
-            st.insert("files".into(), json!([]));
-            st.insert("content".into(), Value::String(content));
-            Ok(ok(text, st))
+            let t = truncation(&content, truncated, "output truncated");
+            let result = GitShowResult {
+                is_repo: true,
+                rev,
+                path: given_path,
+                kind: "file",
+                total_bytes: Some(total),
+                commit: None,
+                next_action: None,
+                truncated: t.truncated,
+                truncated_by: t.truncated_by,
+                output_lines: t.output_lines,
+                output_bytes: t.output_bytes,
+                warnings: t.warnings,
+                files: Vec::new(),
+                diff_base: None,
+                content,
+            };
+            Ok(ToolSuccess::new(text, &result))
         }
         Shown::Commit(boxed) => {
             let (info, diff) = *boxed;
@@ -455,10 +592,8 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
                     content.push_str(&format!("    {l}\n"));
                 }
             }
-            let mut st = obj(
-                json!({"is_repo": true, "rev": rev, "kind": "commit", "commit": commit_json(&info)}),
-            );
             let mut text = String::new();
+            let (next_action, t, files, diff_base);
             if include_diff {
                 content.push('\n');
                 content.push_str(&diff.text);
@@ -485,30 +620,75 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
                     }
                     text.push_str(&h);
                 }
-                if diff.truncated && !left.is_empty() {
-                    st.insert(
-                        "next_action".into(),
-                        json!({"tool": "git_show", "arguments": a}),
-                    );
-                }
-                truncation(&mut st, &content, diff.truncated, "output truncated");
-                st.insert("files".into(), Value::Array(diff_files(&diff, None)));
-                st.insert(
-                    "diff_base".into(),
-                    json!(if info.parents.is_empty() {
-                        "empty tree (root commit)"
-                    } else {
-                        "first parent"
-                    }),
-                );
+                next_action = (diff.truncated && !left.is_empty()).then(|| NextCall {
+                    tool: "git_show",
+                    arguments: a,
+                });
+                t = truncation(&content, diff.truncated, "output truncated");
+                files = diff_files(&diff, None);
+                diff_base = Some(if info.parents.is_empty() {
+                    "empty tree (root commit)"
+                } else {
+                    "first parent"
+                });
             } else {
                 text = content.clone();
-                truncation(&mut st, &content, false, "output truncated");
-                st.insert("files".into(), json!([]));
+                next_action = None;
+                t = truncation(&content, false, "output truncated");
+                files = Vec::new();
+                diff_base = None;
             }
-            st.insert("content".into(), Value::String(content));
-            Ok(ok(text.trim_end().to_owned(), st))
+            let result = GitShowResult {
+                is_repo: true,
+                rev,
+                path: None,
+                kind: "commit",
+                total_bytes: None,
+                commit: Some(commit(&info)),
+                next_action,
+                truncated: t.truncated,
+                truncated_by: t.truncated_by,
+                output_lines: t.output_lines,
+                output_bytes: t.output_bytes,
+                warnings: t.warnings,
+                files,
+                diff_base,
+                content,
+            };
+            Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
         }
+    }
+}
+
+tool_result! {
+    /// One `git_blame` line.
+    pub struct BlamedLine {
+        line: u32,
+        original_line: u32,
+        commit: String,
+        author: String,
+        author_mail: String,
+        author_time: i64,
+        summary: String,
+        content: String,
+    }
+}
+
+tool_result! {
+    /// What `git_blame` answers.
+    pub struct GitBlameResult {
+        is_repo: bool,
+        path: String,
+        rev: Option<String>,
+        start_line: u32,
+        end_line: u32,
+        max_lines: u32,
+        total_lines: u32,
+        truncated: bool,
+        warnings: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextCall>,
+        lines: Vec<BlamedLine>,
     }
 }
 
@@ -546,42 +726,58 @@ pub async fn git_blame(server: &Server, args: GitBlameArgs) -> Result<ToolSucces
             )
         })
         .collect();
-    let mut st = obj(json!({
-        "is_repo": true,
-        "path": path,
-        "rev": given_rev,
-        "start_line": start,
-        "end_line": range_end,
-        "max_lines": max,
-        "total_lines": b.total_lines,
-        "truncated": b.has_more,
-        "warnings": if b.has_more { json!(["line limit reached"]) } else { json!([]) },
-    }));
-    if let (true, Some(last)) = (b.has_more, b.lines.last()) {
-        // Every argument that selects the lines carries over.
-        let mut a = Map::new();
-        a.insert("path".into(), json!(path));
-        if let Some(r) = &given_rev {
-            a.insert("rev".into(), json!(r));
+    let next_action = match (b.has_more, b.lines.last()) {
+        (true, Some(last)) => {
+            // Every argument that selects the lines carries over.
+            let mut a = Map::new();
+            a.insert("path".into(), json!(path));
+            if let Some(r) = &given_rev {
+                a.insert("rev".into(), json!(r));
+            }
+            a.insert("start_line".into(), json!(last.line + 1));
+            if let Some(e) = end {
+                a.insert("end_line".into(), json!(e));
+            }
+            a.insert("max_lines".into(), json!(max));
+            text.push_str(&format!("[more: {}]\n", call_text("git_blame", &a)));
+            Some(NextCall {
+                tool: "git_blame",
+                arguments: a,
+            })
         }
-        a.insert("start_line".into(), json!(last.line + 1));
-        if let Some(e) = end {
-            a.insert("end_line".into(), json!(e));
-        }
-        a.insert("max_lines".into(), json!(max));
-        text.push_str(&format!("[more: {}]\n", call_text("git_blame", &a)));
-        st.insert(
-            "next_action".into(),
-            json!({"tool": "git_blame", "arguments": a}),
-        );
-    }
-    let lines: Vec<Value> = b
-        .lines
-        .iter()
-        .map(|l| json!({"line": l.line, "original_line": l.original_line, "commit": l.commit, "author": l.author, "author_mail": l.author_email, "author_time": l.author_time, "summary": l.summary, "content": l.content}))
-        .collect();
-    st.insert("lines".into(), Value::Array(lines));
-    Ok(ok(text.trim_end().to_owned(), st))
+        _ => None,
+    };
+    let result = GitBlameResult {
+        is_repo: true,
+        path,
+        rev: given_rev,
+        start_line: start,
+        end_line: range_end,
+        max_lines: max,
+        total_lines: b.total_lines,
+        truncated: b.has_more,
+        warnings: if b.has_more {
+            vec!["line limit reached"]
+        } else {
+            Vec::new()
+        },
+        next_action,
+        lines: b
+            .lines
+            .into_iter()
+            .map(|l| BlamedLine {
+                line: l.line,
+                original_line: l.original_line,
+                commit: l.commit,
+                author: l.author,
+                author_mail: l.author_email,
+                author_time: l.author_time,
+                summary: l.summary,
+                content: l.content,
+            })
+            .collect(),
+    };
+    Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))
 }
 
 /// A blame of a path `rev` does not have, judged as the reference judges
