@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::files;
+use crate::tools::{files, request_permissions};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -649,7 +649,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: RequestPermissionsArgs::PARAMS,
-        output: None,
+        output: Some(<request_permissions::RequestPermissionsResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ViewImage,
