@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::{files, request_permissions};
+use crate::tools::{files, patch, request_permissions};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -539,7 +539,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: ApplyPatchArgs::PARAMS,
-        output: None,
+        output: Some(<patch::ApplyPatchResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ExecCommand,
