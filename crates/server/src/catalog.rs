@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::{files, patch, request_permissions};
+use crate::tools::{files, patch, request_permissions, server_info};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -480,7 +480,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Describe this server: version, supported protocol versions, workspace, tool count and real annotations, auth state, permission mode, runtime directories, project-context receipts, exec policy, limits and the retained-output budget.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
-        output: None,
+        output: Some(<server_info::ServerInfoResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::CheckExecEnvironment,
