@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::{files, git};
+use crate::tools::{files, git, patch, request_permissions, server_info};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -465,7 +465,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Version, protocols, workspace, tools, auth, policy and limits of this server.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
-        output: None,
+        output: Some(<server_info::ServerInfoResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::CheckExecEnvironment,
@@ -524,7 +524,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: ApplyPatchArgs::PARAMS,
-        output: None,
+        output: Some(<patch::ApplyPatchResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ExecCommand,
@@ -634,7 +634,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: RequestPermissionsArgs::PARAMS,
-        output: None,
+        output: Some(<request_permissions::RequestPermissionsResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ViewImage,

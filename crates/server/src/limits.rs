@@ -2,9 +2,10 @@
 
 use ctm_exec_runtime::RetentionBudget;
 use ctm_workspace_fs::ContextLimits;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::envelope::EMERGENCY_TEXT_CEILING;
+use crate::output::tool_result;
 
 /// The limits `server_info` reports and every component obeys.
 #[derive(Debug, Clone)]
@@ -53,39 +54,100 @@ impl Limits {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    /// The limits as `server_info` reports them.
+    pub fn report(&self) -> LimitsReport {
         let c = &self.context;
         let r = &self.retention;
-        json!({
-            "max_body_bytes": self.max_body_bytes,
-            "emergency_text_ceiling_bytes": self.emergency_text_ceiling,
-            "max_wait_secs": self.max_wait_secs,
-            "header_read_timeout_secs": self.header_read_timeout_secs,
-            "body_read_timeout_secs": self.body_read_timeout_secs,
-            "max_http_connections": self.max_http_connections,
-            "max_http_connections_per_ip": self.max_http_connections_per_ip,
-            "view_image": {
-                "max_concurrent_decodes": crate::tools::MAX_CONCURRENT_DECODES,
-                "max_decode_pixels": ctm_workspace_fs::MAX_DECODE_PIXELS,
+        LimitsReport {
+            max_body_bytes: self.max_body_bytes,
+            emergency_text_ceiling_bytes: self.emergency_text_ceiling,
+            max_wait_secs: self.max_wait_secs,
+            header_read_timeout_secs: self.header_read_timeout_secs,
+            body_read_timeout_secs: self.body_read_timeout_secs,
+            max_http_connections: self.max_http_connections,
+            max_http_connections_per_ip: self.max_http_connections_per_ip,
+            view_image: ViewImageLimits {
+                max_concurrent_decodes: crate::tools::MAX_CONCURRENT_DECODES,
+                max_decode_pixels: ctm_workspace_fs::MAX_DECODE_PIXELS,
             },
-            "apply_patch": {
-                "max_file_bytes": self.patch_max_file_bytes,
-                "max_total_bytes": self.patch_max_total_bytes,
+            apply_patch: PatchLimits {
+                max_file_bytes: self.patch_max_file_bytes,
+                max_total_bytes: self.patch_max_total_bytes,
             },
-            "project_context": {
-                "max_files": c.max_files,
-                "per_file_bytes": c.per_file_bytes,
-                "total_bytes": c.total_bytes,
-                "max_scan_entries": c.max_scan_entries,
-                "max_depth": c.max_depth,
-                "max_nested": c.max_nested,
+            project_context: ContextLimitsReport {
+                max_files: c.max_files,
+                per_file_bytes: c.per_file_bytes,
+                total_bytes: c.total_bytes,
+                max_scan_entries: c.max_scan_entries,
+                max_depth: c.max_depth,
+                max_nested: c.max_nested,
             },
-            "commands": {
-                "max_active_commands": r.max_active_commands,
-                "max_retained_commands": r.max_retained_commands,
-                "retained_ttl_secs": r.retained_ttl_secs,
-                "max_total_retained_bytes": r.max_total_bytes,
+            commands: CommandLimits {
+                max_active_commands: r.max_active_commands,
+                max_retained_commands: r.max_retained_commands,
+                retained_ttl_secs: r.retained_ttl_secs,
+                max_total_retained_bytes: r.max_total_bytes,
             },
-        })
+        }
+    }
+
+    /// [`Limits::report`] as JSON.
+    pub fn to_json(&self) -> Value {
+        Value::Object(crate::output::to_map(&self.report()))
+    }
+}
+
+tool_result! {
+    /// The `limits` section of `server_info`.
+    pub struct LimitsReport {
+        max_body_bytes: usize,
+        emergency_text_ceiling_bytes: usize,
+        max_wait_secs: u64,
+        header_read_timeout_secs: u64,
+        body_read_timeout_secs: u64,
+        max_http_connections: usize,
+        max_http_connections_per_ip: usize,
+        view_image: ViewImageLimits,
+        apply_patch: PatchLimits,
+        project_context: ContextLimitsReport,
+        commands: CommandLimits,
+    }
+}
+
+tool_result! {
+    /// How many images `view_image` decodes at once, and how large.
+    pub struct ViewImageLimits {
+        max_concurrent_decodes: usize,
+        max_decode_pixels: u64,
+    }
+}
+
+tool_result! {
+    /// How much of the files `apply_patch` reads.
+    pub struct PatchLimits {
+        max_file_bytes: u64,
+        max_total_bytes: u64,
+    }
+}
+
+tool_result! {
+    /// The project-context budgets.
+    pub struct ContextLimitsReport {
+        max_files: usize,
+        per_file_bytes: usize,
+        total_bytes: usize,
+        max_scan_entries: usize,
+        max_depth: usize,
+        max_nested: usize,
+    }
+}
+
+tool_result! {
+    /// How many commands run and stay readable, and for how long.
+    pub struct CommandLimits {
+        max_active_commands: usize,
+        max_retained_commands: usize,
+        retained_ttl_secs: u64,
+        max_total_retained_bytes: usize,
     }
 }

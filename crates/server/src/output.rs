@@ -26,7 +26,7 @@ macro_rules! shape_of {
         } )+
     };
 }
-shape_of!("string": String, &str);
+shape_of!("string": String, &str, std::path::PathBuf);
 shape_of!("integer": u64, u32, usize, i64, i32);
 shape_of!("number": f64);
 shape_of!("boolean": bool);

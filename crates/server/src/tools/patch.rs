@@ -7,11 +7,12 @@ use ctm_patch_engine::{
     ApplyOptions, FileChange, Operation, PatchEngine, PatchFailure, PatchReport, Unplanned,
 };
 use ctm_protocol_eras::RequestContext;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::catalog::ApplyPatchArgs;
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{join_error, patch_error};
+use crate::output::tool_result;
 
 fn summary_line(f: &FileChange) -> String {
     match f.operation {
@@ -26,44 +27,124 @@ fn summary_line(f: &FileChange) -> String {
     }
 }
 
-fn file_json(f: &FileChange, dry_run: bool) -> Value {
-    let hunks: Vec<Value> = f
-        .hunks
-        .iter()
-        .map(|h| json!({"index": h.index, "matched_with": h.matched_with.as_str(), "start_line": h.start_line}))
-        .collect();
-    let mut v = json!({
-        "operation": f.operation.as_str(),
-        "path": f.path,
-        "destination": f.destination,
-        "additions": f.lines_added,
-        "removals": f.lines_removed,
-        "lines_added": f.lines_added,
-        "lines_removed": f.lines_removed,
-        "old_sha256": f.old_sha256,
-        "new_sha256": f.new_sha256,
-        "hunks": hunks,
-    });
-    if dry_run {
-        v["would_change"] = json!(f.would_change);
-    } else {
-        v["changed"] = json!(f.would_change);
+tool_result! {
+    /// Where one hunk matched.
+    pub struct PatchHunk {
+        index: usize,
+        matched_with: &'static str,
+        start_line: usize,
     }
-    v
 }
 
-/// The reference's `affected_files` entry: a move is named by its
-/// destination, with the source as `old_path`.
-fn affected_json(f: &FileChange) -> Value {
-    let mut v = match (&f.operation, &f.destination) {
-        (Operation::Move, Some(dest)) => {
-            json!({"path": dest, "old_path": f.path, "operation": "move"})
+tool_result! {
+    /// One operation of the patch. A success lists every file with all its
+    /// fields; a failure's `files` (the same property of the schema) also
+    /// lists the operations it could not plan, which carry only
+    /// `operation`, `path`, `destination`, `planned` and a null
+    /// `would_change`: hence the counts, digests and hunks are `Option`.
+    /// `would_change` answers a dry run, `changed` a write.
+    pub struct PatchFile {
+        operation: &'static str,
+        path: String,
+        destination: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        additions: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        removals: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        lines_added: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        lines_removed: Option<usize>,
+        /// Absent for an unplanned operation; null for an added file.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old_sha256: Option<Option<String>>,
+        /// Absent for an unplanned operation; null for a deleted file.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        new_sha256: Option<Option<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hunks: Option<Vec<PatchHunk>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        would_change: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        changed: Option<bool>,
+    }
+}
+
+impl PatchFile {
+    /// A planned operation, as a dry run (`would_change`) or a write
+    /// (`changed`) reports it.
+    fn of(f: &FileChange, dry_run: bool) -> Self {
+        Self {
+            operation: f.operation.as_str(),
+            path: f.path.clone(),
+            destination: f.destination.clone(),
+            additions: Some(f.lines_added),
+            removals: Some(f.lines_removed),
+            lines_added: Some(f.lines_added),
+            lines_removed: Some(f.lines_removed),
+            old_sha256: Some(f.old_sha256.clone()),
+            new_sha256: Some(f.new_sha256.clone()),
+            hunks: Some(
+                f.hunks
+                    .iter()
+                    .map(|h| PatchHunk {
+                        index: h.index,
+                        matched_with: h.matched_with.as_str(),
+                        start_line: h.start_line,
+                    })
+                    .collect(),
+            ),
+            would_change: dry_run.then_some(f.would_change),
+            changed: (!dry_run).then_some(f.would_change),
         }
-        _ => json!({"path": f.path, "operation": f.operation.as_str()}),
-    };
-    v["additions"] = json!(f.lines_added);
-    v["removals"] = json!(f.lines_removed);
-    v
+    }
+}
+
+tool_result! {
+    /// The reference's `affected_files` entry: a move is named by its
+    /// destination, with the source as `old_path`.
+    pub struct AffectedFile {
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old_path: Option<String>,
+        operation: &'static str,
+        additions: usize,
+        removals: usize,
+    }
+}
+
+impl AffectedFile {
+    fn of(f: &FileChange) -> Self {
+        let (path, old_path) = match (&f.operation, &f.destination) {
+            (Operation::Move, Some(dest)) => (dest.clone(), Some(f.path.clone())),
+            _ => (f.path.clone(), None),
+        };
+        Self {
+            path,
+            old_path,
+            operation: f.operation.as_str(),
+            additions: f.lines_added,
+            removals: f.lines_removed,
+        }
+    }
+}
+
+tool_result! {
+    /// What `apply_patch` answers when the patch applies (or would).
+    pub struct ApplyPatchResult {
+        dry_run: bool,
+        applied: bool,
+        clean: bool,
+        file_count: usize,
+        additions: usize,
+        removals: usize,
+        lines_added: usize,
+        lines_removed: usize,
+        summary: String,
+        affected_files: Vec<AffectedFile>,
+        files: Vec<PatchFile>,
+        warnings: Vec<String>,
+    }
 }
 
 fn unplanned_json(u: &Unplanned) -> Value {
@@ -114,32 +195,25 @@ fn render(report: &PatchReport) -> ToolSuccess {
         text.push_str("\nNot exact (the file's own text was kept for context lines): ");
         text.push_str(&fuzzy.join("; "));
     }
-    let files: Vec<Value> = report
-        .files
-        .iter()
-        .map(|f| file_json(f, report.dry_run))
-        .collect();
-    let mut s = Map::new();
-    s.insert("dry_run".into(), json!(report.dry_run));
-    s.insert("applied".into(), json!(report.applied));
-    s.insert("clean".into(), json!(true));
-    s.insert("file_count".into(), json!(report.files.len()));
-    s.insert("additions".into(), json!(added));
-    s.insert("removals".into(), json!(removed));
-    s.insert("lines_added".into(), json!(added));
-    s.insert("lines_removed".into(), json!(removed));
-    s.insert("summary".into(), json!(summary.join("\n")));
-    s.insert(
-        "affected_files".into(),
-        Value::Array(report.files.iter().map(affected_json).collect()),
-    );
-    s.insert("files".into(), Value::Array(files));
-    s.insert("warnings".into(), json!(fuzzy));
-    ToolSuccess {
-        text,
-        structured: s,
-        extra_content: Vec::new(),
-    }
+    let result = ApplyPatchResult {
+        dry_run: report.dry_run,
+        applied: report.applied,
+        clean: true,
+        file_count: report.files.len(),
+        additions: added,
+        removals: removed,
+        lines_added: added,
+        lines_removed: removed,
+        summary: summary.join("\n"),
+        affected_files: report.files.iter().map(AffectedFile::of).collect(),
+        files: report
+            .files
+            .iter()
+            .map(|f| PatchFile::of(f, report.dry_run))
+            .collect(),
+        warnings: fuzzy,
+    };
+    ToolSuccess::new(text, &result)
 }
 
 /// A refused or failed patch: the error, with the fix in `details.retry_hint`
@@ -155,9 +229,9 @@ fn failure(f: PatchFailure, dry_run: bool) -> ToolError {
         .planned
         .iter()
         .map(|c| {
-            let mut v = file_json(c, true);
-            v["planned"] = json!(true);
-            v
+            let mut v = crate::output::to_map(&PatchFile::of(c, true));
+            v.insert("planned".into(), json!(true));
+            Value::Object(v)
         })
         .collect();
     files.extend(f.unplanned.iter().map(unplanned_json));

@@ -5,7 +5,27 @@ use serde_json::{Map, Value, json};
 use crate::catalog::RequestPermissionsArgs;
 use crate::cli::PermissionMode;
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
+use crate::output::tool_result;
 use crate::server::Server;
+
+tool_result! {
+    /// What `request_permissions` answers in dangerous mode, where every
+    /// gate is already open. A refusal carries `status`, `grant_id` and
+    /// `expires_at` too, with no grant: `grant_id` is null there.
+    /// `expires_at` is always null: no grant has a lifetime.
+    pub struct RequestPermissionsResult {
+        status: &'static str,
+        grant_id: Option<&'static str>,
+        expires_at: Option<String>,
+        granted: bool,
+        policy: &'static str,
+        permission_mode: &'static str,
+        tool_name: String,
+        permission: String,
+        scope: &'static str,
+        elicitation: &'static str,
+    }
+}
 
 fn how_to_grant(permission: &str) -> &'static str {
     match permission {
@@ -55,22 +75,22 @@ pub fn run(
         )
         .with_extra(extra));
     }
-    let mut s = Map::new();
-    s.insert("status".into(), json!("granted"));
-    s.insert("grant_id".into(), json!("dangerously-skip-all-permissions"));
-    s.insert("expires_at".into(), Value::Null);
-    s.insert("granted".into(), json!(true));
-    s.insert("policy".into(), json!("auto_grant"));
-    s.insert("permission_mode".into(), json!("dangerous"));
-    s.insert("tool_name".into(), json!(tool));
-    s.insert("permission".into(), json!(permission));
-    s.insert("scope".into(), json!(scope));
-    s.insert("elicitation".into(), json!("unsupported"));
-    Ok(ToolSuccess {
-        text: format!(
+    let result = RequestPermissionsResult {
+        status: "granted",
+        grant_id: Some("dangerously-skip-all-permissions"),
+        expires_at: None,
+        granted: true,
+        policy: "auto_grant",
+        permission_mode: "dangerous",
+        tool_name: tool.to_owned(),
+        permission: permission.to_owned(),
+        scope,
+        elicitation: "unsupported",
+    };
+    Ok(ToolSuccess::new(
+        format!(
             "{permission} for {tool} needs no grant: the operator runs this server in dangerous mode, where every permission gate is open (auto-grant policy). Workspace path boundaries still apply."
         ),
-        structured: s,
-        extra_content: Vec::new(),
-    })
+        &result,
+    ))
 }

@@ -1,5 +1,7 @@
 //! `server_info`: everything a client may want to know about this deployment.
 
+use std::path::PathBuf;
+
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
 use serde_json::{Map, Value, json};
 
@@ -8,6 +10,8 @@ use ctm_exec_runtime::landlock_support;
 use crate::catalog::TOOLS;
 use crate::cli::TraceLevel;
 use crate::envelope::ToolSuccess;
+use crate::limits::LimitsReport;
+use crate::output::{to_map, tool_result};
 use crate::server::Server;
 
 /// The truthful annotations of every served tool, whatever `tools/list` shows.
@@ -18,23 +22,51 @@ pub fn real_annotations(server: &Server) -> Map<String, Value> {
         .collect()
 }
 
-/// The `annotation_override` report: `null` unless the fake switch is on.
-pub fn annotation_override(server: &Server) -> Value {
-    if !server.config.fake_readonly_annotations {
-        return Value::Null;
+tool_result! {
+    /// The annotations `tools/list` shows in place of the real ones.
+    #[expect(non_snake_case, reason = "MCP's annotation names")]
+    pub struct AdvertisedAnnotations {
+        readOnlyHint: bool,
+        destructiveHint: bool,
     }
-    let rewritten: Vec<&str> = server
+}
+
+tool_result! {
+    /// What `--dangerously-fake-readonly-annotations` changes.
+    pub struct AnnotationOverride {
+        mode: &'static str,
+        flag: &'static str,
+        advertised: AdvertisedAnnotations,
+        rewritten_tools: Vec<&'static str>,
+        note: &'static str,
+    }
+}
+
+/// The `annotation_override` report: none unless the fake switch is on.
+fn annotation_override_report(server: &Server) -> Option<AnnotationOverride> {
+    if !server.config.fake_readonly_annotations {
+        return None;
+    }
+    let rewritten_tools = server
         .tools()
         .filter(|t| t.annotations != t.annotations.faked_read_only())
         .map(|t| t.name)
         .collect();
-    json!({
-        "mode": "fake_readonly",
-        "flag": "--dangerously-fake-readonly-annotations",
-        "advertised": { "readOnlyHint": true, "destructiveHint": false },
-        "rewritten_tools": rewritten,
-        "note": "tools/list advertises every tool as read-only; mutation and execution still happen. The annotations reported here are the real ones.",
+    Some(AnnotationOverride {
+        mode: "fake_readonly",
+        flag: "--dangerously-fake-readonly-annotations",
+        advertised: AdvertisedAnnotations {
+            readOnlyHint: true,
+            destructiveHint: false,
+        },
+        rewritten_tools,
+        note: "tools/list advertises every tool as read-only; mutation and execution still happen. The annotations reported here are the real ones.",
     })
+}
+
+/// The `annotation_override` report: `null` unless the fake switch is on.
+pub fn annotation_override(server: &Server) -> Value {
+    annotation_override_report(server).map_or(Value::Null, |o| Value::Object(to_map(&o)))
 }
 
 /// How commands may write outside the workspace and the runtime
@@ -98,158 +130,155 @@ pub fn exec_warnings(server: &Server) -> Vec<String> {
     w
 }
 
+tool_result! {
+    /// Landlock on this kernel, and whether commands use it.
+    pub struct LandlockReport {
+        available: bool,
+        abi_version: Option<u32>,
+        enabled: bool,
+    }
+}
+
+tool_result! {
+    /// Who must authenticate, and how.
+    pub struct AuthReport {
+        enabled: bool,
+        bearer: bool,
+        oauth: bool,
+        applies_to: &'static str,
+    }
+}
+
+tool_result! {
+    /// The runtime directory of commands, or why there is none.
+    pub struct RuntimeReport {
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        error: Option<String>,
+    }
+}
+
+tool_result! {
+    /// Each permission gate of `exec_command`.
+    pub struct ExecPolicyReport {
+        network: &'static str,
+        shell_expansion: &'static str,
+        inline_script: &'static str,
+        destructive_command: &'static str,
+        filesystem_escape: &'static str,
+        privileged_executable: &'static str,
+        secret_env_filter: &'static str,
+        landlock: &'static str,
+        global_tmp_write: &'static str,
+    }
+}
+
+tool_result! {
+    /// How much of each stream of a command is kept.
+    pub struct OutputRetention {
+        buffer_bytes_per_stream: usize,
+        head_bytes_per_stream: usize,
+    }
+}
+
+tool_result! {
+    /// What was read of one root instruction file.
+    pub struct InstructionFileReport {
+        path: String,
+        size_bytes: u64,
+        included_bytes: usize,
+        truncated: bool,
+        omitted: bool,
+    }
+}
+
+tool_result! {
+    /// The instruction files behind `instructions`.
+    pub struct ProjectContextReport {
+        /// The reference's list of paths; what was read of each is
+        /// `root_instruction_file_details`.
+        root_instruction_files: Vec<String>,
+        root_instruction_file_details: Vec<InstructionFileReport>,
+        nested_instruction_files: Vec<String>,
+        nested_index_truncated: bool,
+        warnings: Vec<String>,
+        instructions_bytes: usize,
+    }
+}
+
+tool_result! {
+    /// What `server_info` answers. The first fields are those of
+    /// `check_exec_environment` ([`exec_environment`]), in its order, less
+    /// its flat Landlock fields: `landlock` is an object here.
+    pub struct ServerInfoResult {
+        workspace: PathBuf,
+        permission_mode: &'static str,
+        network_allowed: bool,
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        landlock: LandlockReport,
+        server: &'static str,
+        title: &'static str,
+        version: &'static str,
+        supported_protocol_versions: Vec<&'static str>,
+        transport: &'static str,
+        endpoint_path: &'static str,
+        tool_count: usize,
+        catalog_size: usize,
+        tools: Vec<&'static str>,
+        /// The real annotations of each served tool, by name.
+        annotations: Map<String, Value>,
+        annotation_override: Option<AnnotationOverride>,
+        auth: AuthReport,
+        auth_enabled: bool,
+        dangerously_skip_all_permissions: bool,
+        shell_env_inherit: &'static str,
+        shell_env_include_only: Vec<String>,
+        shell_env_exclude: Vec<String>,
+        runtime: RuntimeReport,
+        /// `sandbox_report` of the exec tools: its own document.
+        sandbox: Value,
+        exec_policy: ExecPolicyReport,
+        output_retention: OutputRetention,
+        project_context: ProjectContextReport,
+        limits: LimitsReport,
+        max_wait_secs: u64,
+        text_json: bool,
+        trace: &'static str,
+        telemetry: &'static str,
+    }
+}
+
 pub fn run(server: &Server) -> ToolSuccess {
     let cfg = &server.config;
     let (instructions, ctx) = server.instructions_and_context();
     let gates = server.gates();
-    let tools: Vec<&str> = server.tools().map(|t| t.name).collect();
+    let tools: Vec<&'static str> = server.tools().map(|t| t.name).collect();
+    let dirs = server.runtime_dirs.as_ref().ok();
     let runtime = match &server.runtime_dirs {
-        Ok(d) => json!({
-            "runtime_dir": d.root(),
-            "home": d.home(),
-            "tmpdir": d.tmp(),
-            "cache_dir": d.cache(),
-            "error": null,
-        }),
-        Err(e) => {
-            json!({ "runtime_dir": null, "home": null, "tmpdir": null, "cache_dir": null, "error": e.to_string() })
-        }
+        Ok(d) => RuntimeReport {
+            runtime_dir: Some(d.root().to_path_buf()),
+            home: Some(d.home()),
+            tmpdir: Some(d.tmp()),
+            cache_dir: Some(d.cache()),
+            error: None,
+        },
+        Err(e) => RuntimeReport {
+            runtime_dir: None,
+            home: None,
+            tmpdir: None,
+            cache_dir: None,
+            error: Some(e.to_string()),
+        },
     };
-    let files: Vec<Value> = ctx
-        .files
-        .iter()
-        .map(|f| {
-            json!({
-                "path": f.path,
-                "size_bytes": f.size_bytes,
-                "included_bytes": f.included_bytes,
-                "truncated": f.truncated,
-                "omitted": f.omitted,
-            })
-        })
-        .collect();
     let r = &server.limits.retention;
-    let mut s = exec_environment(server);
-    // check_exec_environment's flat names; server_info has the object.
-    for k in ["landlock_enabled", "landlock_abi", "global_tmp_write"] {
-        s.remove(k);
-    }
     let ll = landlock_support();
-    s.insert(
-        "landlock".into(),
-        json!({
-            "available": ll.available,
-            "abi_version": ll.available.then_some(ll.abi),
-            "enabled": gates.landlock && ll.available,
-        }),
-    );
-    s.insert("server".into(), json!(SERVER_NAME));
-    s.insert("title".into(), json!(SERVER_TITLE));
-    s.insert("version".into(), json!(SERVER_VERSION));
-    s.insert(
-        "supported_protocol_versions".into(),
-        json!(all_versions_newest_first()),
-    );
-    s.insert("workspace".into(), json!(server.workspace.root()));
-    s.insert(
-        "transport".into(),
-        json!(if cfg.stdio {
-            "stdio"
-        } else {
-            "streamable-http"
-        }),
-    );
-    s.insert("endpoint_path".into(), json!("/mcp"));
-    s.insert("tool_count".into(), json!(tools.len()));
-    s.insert("catalog_size".into(), json!(TOOLS.len()));
-    s.insert("tools".into(), json!(tools));
-    s.insert(
-        "annotations".into(),
-        Value::Object(real_annotations(server)),
-    );
-    s.insert("annotation_override".into(), annotation_override(server));
-    s.insert(
-        "auth".into(),
-        json!({
-            "enabled": cfg.auth_token.is_some() || cfg.oauth_mode,
-            "bearer": cfg.auth_token.is_some(),
-            "oauth": cfg.oauth_mode,
-            "applies_to": if cfg.stdio { "none (stdio)" } else { "POST /mcp" },
-        }),
-    );
-    s.insert(
-        "auth_enabled".into(),
-        json!(cfg.auth_token.is_some() || cfg.oauth_mode),
-    );
-    s.insert(
-        "permission_mode".into(),
-        json!(cfg.permission_mode.as_str()),
-    );
-    s.insert(
-        "network_allowed".into(),
-        json!(gates.network == ctm_exec_runtime::GateState::Allowed),
-    );
-    s.insert(
-        "dangerously_skip_all_permissions".into(),
-        json!(cfg.dangerously_skip_all_permissions),
-    );
-    s.insert(
-        "shell_env_inherit".into(),
-        json!(cfg.shell_env_inherit.as_str()),
-    );
-    s.insert(
-        "shell_env_include_only".into(),
-        json!(cfg.env_policy.include_only),
-    );
-    s.insert("shell_env_exclude".into(), json!(cfg.env_policy.exclude));
-    s.insert("runtime".into(), runtime);
-    s.insert("sandbox".into(), crate::tools::exec::sandbox_report(server));
-    s.insert(
-        "exec_policy".into(),
-        json!({
-            "network": gates.network.as_str(),
-            "shell_expansion": gates.shell_expansion.as_str(),
-            "inline_script": gates.inline_script.as_str(),
-            "destructive_command": gates.destructive_command.as_str(),
-            "filesystem_escape": gates.filesystem_escape.as_str(),
-            "privileged_executable": gates.privileged_executable.as_str(),
-            "secret_env_filter": if gates.secret_env_filter { "enabled" } else { "disabled" },
-            "landlock": if gates.landlock { "requested" } else { "off" },
-            "global_tmp_write": global_tmp_write(server),
-        }),
-    );
-    s.insert(
-        "output_retention".into(),
-        json!({
-            "buffer_bytes_per_stream": r.buffer_bytes_per_stream,
-            "head_bytes_per_stream": r.head_bytes_per_stream,
-        }),
-    );
-    s.insert(
-        "project_context".into(),
-        json!({
-            // The reference's list of paths; what was read of each is
-            // `root_instruction_file_details`.
-            "root_instruction_files": ctx.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
-            "root_instruction_file_details": files,
-            "nested_instruction_files": ctx.nested,
-            "nested_index_truncated": ctx.nested_truncated,
-            "warnings": ctx.warnings.iter().map(crate::server::context_warning).collect::<Vec<_>>(),
-            "instructions_bytes": instructions.len(),
-        }),
-    );
-    s.insert("limits".into(), server.limits.to_json());
-    s.insert("max_wait_secs".into(), json!(cfg.max_wait_secs));
-    s.insert("text_json".into(), json!(cfg.text_json));
-    s.insert(
-        "trace".into(),
-        json!(match cfg.trace {
-            TraceLevel::Off => "off",
-            TraceLevel::Metadata => "metadata",
-            TraceLevel::Full => "full",
-        }),
-    );
-    s.insert("telemetry".into(), json!("none"));
+    let network_allowed = gates.network == ctm_exec_runtime::GateState::Allowed;
+    let auth_enabled = cfg.auth_token.is_some() || cfg.oauth_mode;
     let text = format!(
         "{SERVER_NAME} {SERVER_VERSION}\nWorkspace: {}\nTools: {} | Permission mode: {} | Auth: {}\nProtocol versions: {}",
         server.workspace.root().display(),
@@ -263,9 +292,101 @@ pub fn run(server: &Server) -> ToolSuccess {
         },
         all_versions_newest_first().join(", "),
     );
-    ToolSuccess {
-        text,
-        structured: s,
-        extra_content: Vec::new(),
-    }
+    let result = ServerInfoResult {
+        workspace: server.workspace.root().to_path_buf(),
+        permission_mode: cfg.permission_mode.as_str(),
+        network_allowed,
+        runtime_dir: dirs.map(|d| d.root().to_path_buf()),
+        home: dirs.map(|d| d.home()),
+        tmpdir: dirs.map(|d| d.tmp()),
+        cache_dir: dirs.map(|d| d.cache()),
+        landlock: LandlockReport {
+            available: ll.available,
+            abi_version: ll.available.then_some(ll.abi),
+            enabled: gates.landlock && ll.available,
+        },
+        server: SERVER_NAME,
+        title: SERVER_TITLE,
+        version: SERVER_VERSION,
+        supported_protocol_versions: all_versions_newest_first(),
+        transport: if cfg.stdio {
+            "stdio"
+        } else {
+            "streamable-http"
+        },
+        endpoint_path: "/mcp",
+        tool_count: tools.len(),
+        catalog_size: TOOLS.len(),
+        tools,
+        annotations: real_annotations(server),
+        annotation_override: annotation_override_report(server),
+        auth: AuthReport {
+            enabled: auth_enabled,
+            bearer: cfg.auth_token.is_some(),
+            oauth: cfg.oauth_mode,
+            applies_to: if cfg.stdio {
+                "none (stdio)"
+            } else {
+                "POST /mcp"
+            },
+        },
+        auth_enabled,
+        dangerously_skip_all_permissions: cfg.dangerously_skip_all_permissions,
+        shell_env_inherit: cfg.shell_env_inherit.as_str(),
+        shell_env_include_only: cfg.env_policy.include_only.clone(),
+        shell_env_exclude: cfg.env_policy.exclude.clone(),
+        runtime,
+        sandbox: crate::tools::exec::sandbox_report(server),
+        exec_policy: ExecPolicyReport {
+            network: gates.network.as_str(),
+            shell_expansion: gates.shell_expansion.as_str(),
+            inline_script: gates.inline_script.as_str(),
+            destructive_command: gates.destructive_command.as_str(),
+            filesystem_escape: gates.filesystem_escape.as_str(),
+            privileged_executable: gates.privileged_executable.as_str(),
+            secret_env_filter: if gates.secret_env_filter {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            landlock: if gates.landlock { "requested" } else { "off" },
+            global_tmp_write: global_tmp_write(server),
+        },
+        output_retention: OutputRetention {
+            buffer_bytes_per_stream: r.buffer_bytes_per_stream,
+            head_bytes_per_stream: r.head_bytes_per_stream,
+        },
+        project_context: ProjectContextReport {
+            root_instruction_files: ctx.files.iter().map(|f| f.path.clone()).collect(),
+            root_instruction_file_details: ctx
+                .files
+                .iter()
+                .map(|f| InstructionFileReport {
+                    path: f.path.clone(),
+                    size_bytes: f.size_bytes,
+                    included_bytes: f.included_bytes,
+                    truncated: f.truncated,
+                    omitted: f.omitted,
+                })
+                .collect(),
+            nested_instruction_files: ctx.nested,
+            nested_index_truncated: ctx.nested_truncated,
+            warnings: ctx
+                .warnings
+                .iter()
+                .map(crate::server::context_warning)
+                .collect(),
+            instructions_bytes: instructions.len(),
+        },
+        limits: server.limits.report(),
+        max_wait_secs: cfg.max_wait_secs,
+        text_json: cfg.text_json,
+        trace: match cfg.trace {
+            TraceLevel::Off => "off",
+            TraceLevel::Metadata => "metadata",
+            TraceLevel::Full => "full",
+        },
+        telemetry: "none",
+    };
+    ToolSuccess::new(text, &result)
 }
