@@ -121,6 +121,20 @@ macro_rules! tool_result {
 }
 pub(crate) use tool_result;
 
+tool_result! {
+    /// A call the model can make next, with its exact arguments.
+    pub struct NextCall {
+        tool: &'static str,
+        arguments: Map<String, Value>,
+    }
+}
+
+/// Renders a call as the model would write it: `tool(key=json, ...)`.
+pub fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
+    let args: Vec<String> = arguments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{tool}({})", args.join(", "))
+}
+
 /// A tool's `outputSchema`: `ok`, `error` on failure, and the result's
 /// fields, which a success (`ok: true`) always carries when required.
 /// Failures may carry more fields (e.g. `status`), so the object stays open.

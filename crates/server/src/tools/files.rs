@@ -6,14 +6,15 @@ use ctm_workspace_fs::{
     Entry, FilesRequest, FsError, Globs, ImageRequest, ImageWarning, ListRequest, ReadRequest,
     SearchRequest, SortKey, TruncatedBy, WalkWarning, Workspace, WorkspacePath,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use crate::catalog::{
     FilesSort, ListDirArgs, ListFilesArgs, ListSort, ReadFileArgs, SearchTextArgs, ViewImageArgs,
 };
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{fs_error, join_error};
-use crate::output::tool_result;
+pub use crate::output::NextCall;
+use crate::output::{call_text, tool_result};
 use crate::timestamp;
 
 /// Runs `f` with a resolved path on a blocking thread.
@@ -31,14 +32,6 @@ async fn blocking<T: Send + 'static>(
     .await
     .map_err(|e| join_error(&e))?
     .map_err(fs_error)
-}
-
-tool_result! {
-    /// A call the model can make next, with its exact arguments.
-    pub struct NextCall {
-        tool: &'static str,
-        arguments: Map<String, Value>,
-    }
 }
 
 tool_result! {
@@ -308,12 +301,6 @@ fn output_lines(content: &str, truncated: bool, lines_returned: u64) -> u64 {
     } else {
         content.split('\n').count() as u64
     }
-}
-
-/// Renders a call as the model would write it: `tool(key=json, ...)`.
-fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
-    let args: Vec<String> = arguments.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{tool}({})", args.join(", "))
 }
 
 /// The reference's words for the limit that cut a read: `lines` or `bytes`.

@@ -5,7 +5,7 @@ use ctm_git_tools::{
     BlameOptions, DiffOptions, DiffOutcome, GitError, GitRepo, LogOptions, StatusOptions,
     WorkingChanges, WorkingDiff,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use ctm_workspace_fs::{FsError, Kind};
 
@@ -15,9 +15,8 @@ use crate::catalog::{
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
-use crate::output::tool_result;
+use crate::output::{NextCall, call_text, tool_result};
 use crate::timestamp;
-use crate::tools::files::NextCall;
 
 /// The least time a git operation gets before the call gives up on it (and
 /// at least twice the deployment wait budget).
@@ -429,12 +428,6 @@ tool_result! {
         next_action: Option<NextCall>,
         commits: Vec<Commit>,
     }
-}
-
-/// Renders a call as the model would write it: `tool(key=json, ...)`.
-fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
-    let args: Vec<String> = arguments.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{tool}({})", args.join(", "))
 }
 
 pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, ToolError> {
