@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::files;
+use crate::tools::{exec, files};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -553,7 +553,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: true,
         },
         params: ExecCommandArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::WriteStdin,
@@ -567,7 +567,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: WriteStdinArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::KillCommand,
@@ -581,7 +581,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: KillCommandArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ReadOutput,
@@ -590,7 +590,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Page a command's retained output by absolute offset. Each stream keeps its head and a rolling tail; reads inside the evicted gap clamp forward, and head_retained_bytes, evicted_gap_bytes, omitted_bytes and next_offset say exactly what you got. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: ReadOutputArgs::PARAMS,
-        output: None,
+        output: Some(<exec::ReadOutputResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitStatus,

@@ -70,9 +70,18 @@ fn nullable(mut schema: Value) -> Value {
         Some(Value::Array(types)) if !types.contains(&json!("null")) => {
             types.push(json!("null"));
         }
-        _ => {}
+        _ => {
+            if let Some(Value::Array(choices)) = schema.get_mut("anyOf") {
+                choices.push(json!({"type": "null"}));
+            }
+        }
     }
     schema
+}
+
+/// A value that matches one of `schemas` (the shape of an untagged enum).
+pub fn any_of(schemas: Vec<Value>) -> Value {
+    json!({ "anyOf": schemas })
 }
 
 /// The schema of a result struct: its fields' schemas, and the fields a
