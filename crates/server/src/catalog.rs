@@ -489,7 +489,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Report the exec policy, permission gates, Landlock status and runtime directories that exec_command would use, without running any probe.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CheckExecEnvironmentResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ReadFile,

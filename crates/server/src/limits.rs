@@ -5,6 +5,18 @@ use ctm_workspace_fs::ContextLimits;
 use serde_json::{Value, json};
 
 use crate::envelope::EMERGENCY_TEXT_CEILING;
+use crate::output::tool_result;
+
+tool_result! {
+    /// The command limits, as `server_info` and `check_exec_environment`
+    /// report them.
+    pub struct CommandLimits {
+        max_active_commands: usize,
+        max_retained_commands: usize,
+        retained_ttl_secs: u64,
+        max_total_retained_bytes: usize,
+    }
+}
 
 /// The limits `server_info` reports and every component obeys.
 #[derive(Debug, Clone)]
@@ -55,7 +67,6 @@ impl Limits {
 
     pub fn to_json(&self) -> Value {
         let c = &self.context;
-        let r = &self.retention;
         json!({
             "max_body_bytes": self.max_body_bytes,
             "emergency_text_ceiling_bytes": self.emergency_text_ceiling,
@@ -80,12 +91,18 @@ impl Limits {
                 "max_depth": c.max_depth,
                 "max_nested": c.max_nested,
             },
-            "commands": {
-                "max_active_commands": r.max_active_commands,
-                "max_retained_commands": r.max_retained_commands,
-                "retained_ttl_secs": r.retained_ttl_secs,
-                "max_total_retained_bytes": r.max_total_bytes,
-            },
+            "commands": self.commands(),
         })
+    }
+
+    /// The command limits.
+    pub fn commands(&self) -> CommandLimits {
+        let r = &self.retention;
+        CommandLimits {
+            max_active_commands: r.max_active_commands,
+            max_retained_commands: r.max_retained_commands,
+            retained_ttl_secs: r.retained_ttl_secs,
+            max_total_retained_bytes: r.max_total_bytes,
+        }
     }
 }

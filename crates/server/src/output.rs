@@ -5,6 +5,8 @@
 //! serde in field order, and its [`Shape`] (a JSON Schema) lists every field
 //! with its type; fields that are not `Option` are required on success.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -26,7 +28,7 @@ macro_rules! shape_of {
         } )+
     };
 }
-shape_of!("string": String, &str);
+shape_of!("string": String, &str, PathBuf);
 shape_of!("integer": u64, u32, usize, i64, i32);
 shape_of!("number": f64);
 shape_of!("boolean": bool);

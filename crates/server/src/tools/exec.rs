@@ -1,6 +1,7 @@
 //! Adapters of the process tools: exec_command, write_stdin, kill_command,
 //! read_output, check_exec_environment.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ctm_exec_runtime::{
@@ -16,6 +17,7 @@ use crate::catalog::{
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
+use crate::limits::CommandLimits;
 use crate::output::{Shape, any_of, tool_result};
 use crate::server::Server;
 
@@ -956,11 +958,156 @@ pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSu
     Ok(ToolSuccess::new(text, &result))
 }
 
+tool_result! {
+    /// The namespace tier: whether commands get it, and why not.
+    pub struct NamespaceReport {
+        active: bool,
+        reason: Option<String>,
+        fix: Option<String>,
+        bwrap: Option<PathBuf>,
+        bwrap_version: Option<String>,
+        private_network: bool,
+        git_sealed: bool,
+    }
+}
+
+tool_result! {
+    /// A `PATH` entry not made a read root, and why.
+    pub struct UnreadablePathEntry {
+        path: String,
+        reason: &'static str,
+    }
+}
+
+tool_result! {
+    /// Each protection of commands: `enforced`, `unavailable`, `off` or
+    /// `heuristic`.
+    pub struct Protections {
+        read_confinement: &'static str,
+        write_confinement: &'static str,
+        truncate_confinement: &'static str,
+        device_nodes_refused: &'static str,
+        device_ioctl_confined: &'static str,
+        terminal_injection_refused: &'static str,
+        tcp_connect_bind_refused: &'static str,
+        signal_scope: &'static str,
+        abstract_unix_socket_scope: &'static str,
+        seccomp_filter: &'static str,
+        other_processes_untouchable: &'static str,
+        new_session: &'static str,
+        descendants_tracked: &'static str,
+        no_new_privs: &'static str,
+        path_gate: &'static str,
+        privileged_executable_gate: &'static str,
+        host_filesystem_read_only: &'static str,
+        private_tmp_and_run: &'static str,
+        pid_namespace: &'static str,
+        network_namespace: &'static str,
+        git_config_and_hooks_read_only: &'static str,
+    }
+}
+
+tool_result! {
+    /// What confines commands (`sandbox` of `check_exec_environment` and
+    /// `server_info`).
+    pub struct SandboxReport {
+        tier: &'static str,
+        namespace: NamespaceReport,
+        landlock_abi: u32,
+        landlock_unavailable_reason: Option<String>,
+        seccomp_unavailable_reason: Option<String>,
+        read_roots: Option<Vec<String>>,
+        write_roots: Option<Vec<PathBuf>>,
+        toolchain_env: Map<String, Value>,
+        path_entries_not_readable: Vec<UnreadablePathEntry>,
+        protections: Protections,
+        seccomp_refuses: Vec<&'static str>,
+        not_confined: Vec<&'static str>,
+    }
+}
+
+tool_result! {
+    /// The permission gates of commands.
+    pub struct GateReport {
+        network: &'static str,
+        shell_expansion: &'static str,
+        inline_script: &'static str,
+        destructive_command: &'static str,
+        filesystem_escape: &'static str,
+        privileged_executable: &'static str,
+        sensitive_env: &'static str,
+    }
+}
+
+tool_result! {
+    /// Landlock on this host, and where commands may write.
+    pub struct LandlockReport {
+        available: bool,
+        abi: u32,
+        enforced_for_commands: bool,
+        reason: Option<String>,
+        writable: Option<Vec<Option<PathBuf>>>,
+    }
+}
+
+tool_result! {
+    /// How the environment of commands is built (variable names only).
+    pub struct EnvironmentReport {
+        inherit: &'static str,
+        include_only: Vec<String>,
+        exclude: Vec<String>,
+        set: Vec<String>,
+        secret_env_filter: bool,
+        non_interactive_defaults: Vec<&'static str>,
+    }
+}
+
+tool_result! {
+    /// The private runtime directory, or why there is none.
+    pub struct RuntimeReport {
+        runtime_dir: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        home: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tmpdir: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_dir: Option<PathBuf>,
+        error: Option<String>,
+    }
+}
+
+tool_result! {
+    /// What `check_exec_environment` answers: the reference's flat fields,
+    /// then ours.
+    pub struct CheckExecEnvironmentResult {
+        workspace: PathBuf,
+        permission_mode: &'static str,
+        network_allowed: bool,
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        landlock_enabled: bool,
+        landlock_abi: Option<u32>,
+        global_tmp_write: &'static str,
+        warnings: Vec<String>,
+        shell: &'static str,
+        gates: GateReport,
+        landlock: LandlockReport,
+        environment: EnvironmentReport,
+        runtime: RuntimeReport,
+        sandbox: SandboxReport,
+        limits: CommandLimits,
+        active_commands: usize,
+        probes_run: bool,
+    }
+}
+
 /// What confines commands on this host in this mode: the roots, and for
 /// each protection whether the kernel enforces it (`enforced`), the host
 /// lacks it (`unavailable`), the mode does not ask for it (`off`), or it is
 /// a reading of the command line (`heuristic`).
-pub fn sandbox_report(server: &Server) -> Value {
+pub fn sandbox_report(server: &Server) -> SandboxReport {
     let g = server.gates();
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
@@ -1009,54 +1156,64 @@ pub fn sandbox_report(server: &Server) -> Value {
             ".git's config and hooks (writable by commands)",
         ]
     };
-    json!({
-        "tier": tier.tier,
-        "namespace": {
-            "active": ns,
-            "reason": tier.reason,
-            "fix": tier.fix,
-            "bwrap": ns_support_path(ns_support),
-            "bwrap_version": ns_support.version,
-            "private_network": tier.private_network,
-            "git_sealed": tier.git_sealed,
+    SandboxReport {
+        tier: tier.tier,
+        namespace: NamespaceReport {
+            active: ns,
+            reason: tier.reason.clone(),
+            fix: tier.fix.clone(),
+            bwrap: ns_support.bwrap.clone(),
+            bwrap_version: ns_support.version.clone(),
+            private_network: tier.private_network,
+            git_sealed: tier.git_sealed,
         },
-        "landlock_abi": ll.abi,
-        "landlock_unavailable_reason": ll.reason,
-        "seccomp_unavailable_reason": seccomp_available().as_ref().err(),
-        "read_roots": if confined { json!(read_roots) } else { json!(null) },
-        "write_roots": if confined { json!(write_roots) } else { json!(null) },
-        "toolchain_env": tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<String, Value>>(),
-        "path_entries_not_readable": tc.skipped.iter().map(|(d, why)| json!({"path": d, "reason": why})).collect::<Vec<_>>(),
-        "protections": {
-            "read_confinement": kernel(g.landlock, ll.filesystem()),
-            "write_confinement": kernel(g.landlock, ll.filesystem()),
-            "truncate_confinement": kernel(g.landlock, ll.truncate()),
-            "device_nodes_refused": kernel(g.landlock, ll.filesystem() || seccomp_ok),
-            "device_ioctl_confined": kernel(g.landlock, ll.ioctl_dev()),
-            "terminal_injection_refused": kernel(g.landlock, seccomp_ok),
-            "tcp_connect_bind_refused": kernel(g.landlock && g.network == GateState::Blocked, ll.tcp()),
-            "signal_scope": kernel(g.landlock, ll.scopes()),
-            "abstract_unix_socket_scope": kernel(g.landlock, ll.scopes()),
-            "seccomp_filter": kernel(g.landlock, seccomp_ok),
-            "other_processes_untouchable": kernel(g.landlock, seccomp_ok && ll.scopes()),
-            "new_session": "enforced",
-            "descendants_tracked": "enforced",
-            "no_new_privs": kernel(g.landlock, ll.filesystem() || seccomp_ok),
-            "path_gate": gate(g.filesystem_escape),
-            "privileged_executable_gate": gate(g.privileged_executable),
-            "host_filesystem_read_only": by_ns(g.landlock),
-            "private_tmp_and_run": by_ns(g.landlock),
-            "pid_namespace": by_ns(g.landlock),
-            "network_namespace": by_ns(g.landlock && g.network == GateState::Blocked),
-            "git_config_and_hooks_read_only": by_ns(g.landlock && tier.git_sealed),
+        landlock_abi: ll.abi,
+        landlock_unavailable_reason: ll.reason.clone(),
+        seccomp_unavailable_reason: seccomp_available().as_ref().err().cloned(),
+        read_roots: confined.then_some(read_roots),
+        write_roots: confined.then_some(write_roots),
+        toolchain_env: tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
+        path_entries_not_readable: tc
+            .skipped
+            .iter()
+            .map(|(path, reason)| UnreadablePathEntry {
+                path: path.clone(),
+                reason,
+            })
+            .collect(),
+        protections: Protections {
+            read_confinement: kernel(g.landlock, ll.filesystem()),
+            write_confinement: kernel(g.landlock, ll.filesystem()),
+            truncate_confinement: kernel(g.landlock, ll.truncate()),
+            device_nodes_refused: kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            device_ioctl_confined: kernel(g.landlock, ll.ioctl_dev()),
+            terminal_injection_refused: kernel(g.landlock, seccomp_ok),
+            tcp_connect_bind_refused: kernel(
+                g.landlock && g.network == GateState::Blocked,
+                ll.tcp(),
+            ),
+            signal_scope: kernel(g.landlock, ll.scopes()),
+            abstract_unix_socket_scope: kernel(g.landlock, ll.scopes()),
+            seccomp_filter: kernel(g.landlock, seccomp_ok),
+            other_processes_untouchable: kernel(g.landlock, seccomp_ok && ll.scopes()),
+            new_session: "enforced",
+            descendants_tracked: "enforced",
+            no_new_privs: kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            path_gate: gate(g.filesystem_escape),
+            privileged_executable_gate: gate(g.privileged_executable),
+            host_filesystem_read_only: by_ns(g.landlock),
+            private_tmp_and_run: by_ns(g.landlock),
+            pid_namespace: by_ns(g.landlock),
+            network_namespace: by_ns(g.landlock && g.network == GateState::Blocked),
+            git_config_and_hooks_read_only: by_ns(g.landlock && tier.git_sealed),
         },
-        "seccomp_refuses": if g.landlock && seccomp_ok { json!(SECCOMP_REFUSED) } else { json!([]) },
-        "not_confined": not_confined,
-    })
-}
-
-fn ns_support_path(s: &ctm_exec_runtime::NamespaceSupport) -> Value {
-    s.bwrap.as_ref().map_or(Value::Null, |p| json!(p))
+        seccomp_refuses: if g.landlock && seccomp_ok {
+            SECCOMP_REFUSED.to_vec()
+        } else {
+            Vec::new()
+        },
+        not_confined,
+    }
 }
 
 pub fn check_exec_environment(server: &Server) -> ToolSuccess {
@@ -1064,45 +1221,21 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
     let runtime = match &server.runtime_dirs {
-        Ok(d) => {
-            json!({"runtime_dir": d.root(), "home": d.home(), "tmpdir": d.tmp(), "cache_dir": d.cache(), "error": null})
-        }
-        Err(e) => json!({"runtime_dir": null, "error": e.to_string()}),
+        Ok(d) => RuntimeReport {
+            runtime_dir: Some(d.root().to_path_buf()),
+            home: Some(d.home()),
+            tmpdir: Some(d.tmp()),
+            cache_dir: Some(d.cache()),
+            error: None,
+        },
+        Err(e) => RuntimeReport {
+            runtime_dir: None,
+            home: None,
+            tmpdir: None,
+            cache_dir: None,
+            error: Some(e.to_string()),
+        },
     };
-    let st = json!({
-        "permission_mode": server.config.permission_mode.as_str(),
-        "shell": "/bin/sh -c",
-        "gates": {
-            "network": g.network.as_str(),
-            "shell_expansion": g.shell_expansion.as_str(),
-            "inline_script": g.inline_script.as_str(),
-            "destructive_command": g.destructive_command.as_str(),
-            "filesystem_escape": g.filesystem_escape.as_str(),
-            "privileged_executable": g.privileged_executable.as_str(),
-            "sensitive_env": if g.secret_env_filter { "blocked" } else { "allowed" },
-        },
-        "landlock": {
-            "available": ll.available,
-            "abi": ll.abi,
-            "enforced_for_commands": confined,
-            "reason": ll.reason,
-            "writable": if confined { json!([server.workspace.root(), server.runtime_dirs.as_ref().ok().map(|d| d.root().to_path_buf())]) } else { json!(null) },
-        },
-        "environment": {
-            "inherit": server.config.shell_env_inherit.as_str(),
-            "include_only": server.config.env_policy.include_only,
-            "exclude": server.config.env_policy.exclude,
-            // Names only: values may be secrets the operator chose to pass.
-            "set": server.config.env_policy.set.keys().collect::<Vec<_>>(),
-            "secret_env_filter": g.secret_env_filter,
-            "non_interactive_defaults": ["PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true", "NO_COLOR=1", "CI=1"],
-        },
-        "runtime": runtime,
-        "sandbox": sandbox_report(server),
-        "limits": server.limits.to_json()["commands"],
-        "active_commands": server.exec.active(),
-        "probes_run": false,
-    });
     let text = format!(
         "Exec environment: {} mode | Landlock {} | network {} | shell expansion {} | inline scripts {}",
         server.config.permission_mode.as_str(),
@@ -1118,17 +1251,73 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         g.inline_script.as_str()
     );
     // The reference's flat fields first; ours add detail beside them.
-    let mut structured = super::server_info::exec_environment(server);
-    structured.insert(
-        "warnings".into(),
-        json!(super::server_info::exec_warnings(server)),
-    );
-    structured.extend(st.as_object().cloned().unwrap_or_default());
-    ToolSuccess {
-        text,
-        structured,
-        extra_content: Vec::new(),
-    }
+    let env = super::server_info::exec_environment(server);
+    let policy = &server.config.env_policy;
+    let result = CheckExecEnvironmentResult {
+        workspace: env.workspace,
+        permission_mode: env.permission_mode,
+        network_allowed: env.network_allowed,
+        runtime_dir: env.runtime_dir,
+        home: env.home,
+        tmpdir: env.tmpdir,
+        cache_dir: env.cache_dir,
+        landlock_enabled: env.landlock_enabled,
+        landlock_abi: env.landlock_abi,
+        global_tmp_write: env.global_tmp_write,
+        warnings: super::server_info::exec_warnings(server),
+        shell: "/bin/sh -c",
+        gates: GateReport {
+            network: g.network.as_str(),
+            shell_expansion: g.shell_expansion.as_str(),
+            inline_script: g.inline_script.as_str(),
+            destructive_command: g.destructive_command.as_str(),
+            filesystem_escape: g.filesystem_escape.as_str(),
+            privileged_executable: g.privileged_executable.as_str(),
+            sensitive_env: if g.secret_env_filter {
+                "blocked"
+            } else {
+                "allowed"
+            },
+        },
+        landlock: LandlockReport {
+            available: ll.available,
+            abi: ll.abi,
+            enforced_for_commands: confined,
+            reason: ll.reason.clone(),
+            writable: confined.then(|| {
+                vec![
+                    Some(server.workspace.root().to_path_buf()),
+                    server
+                        .runtime_dirs
+                        .as_ref()
+                        .ok()
+                        .map(|d| d.root().to_path_buf()),
+                ]
+            }),
+        },
+        environment: EnvironmentReport {
+            inherit: server.config.shell_env_inherit.as_str(),
+            include_only: policy.include_only.clone(),
+            exclude: policy.exclude.clone(),
+            // Names only: values may be secrets the operator chose to pass.
+            set: policy.set.keys().cloned().collect(),
+            secret_env_filter: g.secret_env_filter,
+            non_interactive_defaults: vec![
+                "PAGER=cat",
+                "GIT_PAGER=cat",
+                "GIT_TERMINAL_PROMPT=0",
+                "GIT_EDITOR=true",
+                "NO_COLOR=1",
+                "CI=1",
+            ],
+        },
+        runtime,
+        sandbox: sandbox_report(server),
+        limits: server.limits.commands(),
+        active_commands: server.exec.active(),
+        probes_run: false,
+    };
+    ToolSuccess::new(text, &result)
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `server_info`: everything a client may want to know about this deployment.
 
+use std::path::PathBuf;
+
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
 use serde_json::{Map, Value, json};
 
@@ -8,6 +10,7 @@ use ctm_exec_runtime::landlock_support;
 use crate::catalog::TOOLS;
 use crate::cli::TraceLevel;
 use crate::envelope::ToolSuccess;
+use crate::output::tool_result;
 use crate::server::Server;
 
 /// The truthful annotations of every served tool, whatever `tools/list` shows.
@@ -51,31 +54,39 @@ fn global_tmp_write(server: &Server) -> &'static str {
     }
 }
 
-/// The reference's top-level report of where commands run, shared by
-/// `server_info` and `check_exec_environment`.
-pub fn exec_environment(server: &Server) -> Map<String, Value> {
-    let cfg = &server.config;
+tool_result! {
+    /// The reference's top-level report of where commands run, shared by
+    /// `server_info` and `check_exec_environment`.
+    pub struct ExecEnvironment {
+        workspace: PathBuf,
+        permission_mode: &'static str,
+        network_allowed: bool,
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        landlock_enabled: bool,
+        landlock_abi: Option<u32>,
+        global_tmp_write: &'static str,
+    }
+}
+
+/// Where commands run, in the reference's top-level names.
+pub fn exec_environment(server: &Server) -> ExecEnvironment {
     let dirs = server.runtime_dirs.as_ref().ok();
     let ll = landlock_support();
-    let enabled = server.gates().landlock && ll.available;
-    let mut s = Map::new();
-    s.insert("workspace".into(), json!(server.workspace.root()));
-    s.insert(
-        "permission_mode".into(),
-        json!(cfg.permission_mode.as_str()),
-    );
-    s.insert(
-        "network_allowed".into(),
-        json!(server.gates().network == ctm_exec_runtime::GateState::Allowed),
-    );
-    s.insert("runtime_dir".into(), json!(dirs.map(|d| d.root())));
-    s.insert("home".into(), json!(dirs.map(|d| d.home())));
-    s.insert("tmpdir".into(), json!(dirs.map(|d| d.tmp())));
-    s.insert("cache_dir".into(), json!(dirs.map(|d| d.cache())));
-    s.insert("landlock_enabled".into(), json!(enabled));
-    s.insert("landlock_abi".into(), json!(ll.available.then_some(ll.abi)));
-    s.insert("global_tmp_write".into(), json!(global_tmp_write(server)));
-    s
+    ExecEnvironment {
+        workspace: server.workspace.root().to_path_buf(),
+        permission_mode: server.config.permission_mode.as_str(),
+        network_allowed: server.gates().network == ctm_exec_runtime::GateState::Allowed,
+        runtime_dir: dirs.map(|d| d.root().to_path_buf()),
+        home: dirs.map(|d| d.home()),
+        tmpdir: dirs.map(|d| d.tmp()),
+        cache_dir: dirs.map(|d| d.cache()),
+        landlock_enabled: server.gates().landlock && ll.available,
+        landlock_abi: ll.available.then_some(ll.abi),
+        global_tmp_write: global_tmp_write(server),
+    }
 }
 
 /// Notes on what this deployment leaves unguarded, for
@@ -129,7 +140,7 @@ pub fn run(server: &Server) -> ToolSuccess {
         })
         .collect();
     let r = &server.limits.retention;
-    let mut s = exec_environment(server);
+    let mut s = crate::output::to_map(&exec_environment(server));
     // check_exec_environment's flat names; server_info has the object.
     for k in ["landlock_enabled", "landlock_abi", "global_tmp_write"] {
         s.remove(k);
@@ -203,7 +214,10 @@ pub fn run(server: &Server) -> ToolSuccess {
     );
     s.insert("shell_env_exclude".into(), json!(cfg.env_policy.exclude));
     s.insert("runtime".into(), runtime);
-    s.insert("sandbox".into(), crate::tools::exec::sandbox_report(server));
+    s.insert(
+        "sandbox".into(),
+        json!(crate::tools::exec::sandbox_report(server)),
+    );
     s.insert(
         "exec_policy".into(),
         json!({
