@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::{files, git, patch, request_permissions, server_info};
+use crate::tools::{exec, files, git, patch, request_permissions, server_info};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -474,7 +474,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "The policy, permission gates and sandbox exec_command would run under. Runs nothing.",
         annotations: READ_ONLY,
         params: NoArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CheckExecEnvironmentResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ReadFile,
@@ -538,7 +538,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: true,
         },
         params: ExecCommandArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::WriteStdin,
@@ -552,7 +552,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: WriteStdinArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::KillCommand,
@@ -566,7 +566,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: KillCommandArgs::PARAMS,
-        output: None,
+        output: Some(<exec::CommandResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::ReadOutput,
@@ -575,7 +575,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Page a command's output by absolute offset. Each stream keeps a head and a rolling tail; reads in the evicted gap clamp forward. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: ReadOutputArgs::PARAMS,
-        output: None,
+        output: Some(<exec::ReadOutputResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::GitStatus,

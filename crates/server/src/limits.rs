@@ -2,7 +2,6 @@
 
 use ctm_exec_runtime::RetentionBudget;
 use ctm_workspace_fs::ContextLimits;
-use serde_json::Value;
 
 use crate::envelope::EMERGENCY_TEXT_CEILING;
 use crate::output::tool_result;
@@ -57,7 +56,6 @@ impl Limits {
     /// The limits as `server_info` reports them.
     pub fn report(&self) -> LimitsReport {
         let c = &self.context;
-        let r = &self.retention;
         LimitsReport {
             max_body_bytes: self.max_body_bytes,
             emergency_text_ceiling_bytes: self.emergency_text_ceiling,
@@ -82,18 +80,20 @@ impl Limits {
                 max_depth: c.max_depth,
                 max_nested: c.max_nested,
             },
-            commands: CommandLimits {
-                max_active_commands: r.max_active_commands,
-                max_retained_commands: r.max_retained_commands,
-                retained_ttl_secs: r.retained_ttl_secs,
-                max_total_retained_bytes: r.max_total_bytes,
-            },
+            commands: self.commands(),
         }
     }
 
-    /// [`Limits::report`] as JSON.
-    pub fn to_json(&self) -> Value {
-        Value::Object(crate::output::to_map(&self.report()))
+    /// The command limits, as `server_info` and `check_exec_environment`
+    /// report them.
+    pub fn commands(&self) -> CommandLimits {
+        let r = &self.retention;
+        CommandLimits {
+            max_active_commands: r.max_active_commands,
+            max_retained_commands: r.max_retained_commands,
+            retained_ttl_secs: r.retained_ttl_secs,
+            max_total_retained_bytes: r.max_total_bytes,
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! serde in field order, and its [`Shape`] (a JSON Schema) lists every field
 //! with its type; fields that are not `Option` are required on success.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -26,7 +28,7 @@ macro_rules! shape_of {
         } )+
     };
 }
-shape_of!("string": String, &str, std::path::PathBuf);
+shape_of!("string": String, &str, PathBuf);
 shape_of!("integer": u64, u32, usize, i64, i32);
 shape_of!("number": f64);
 shape_of!("boolean": bool);
@@ -70,9 +72,18 @@ fn nullable(mut schema: Value) -> Value {
         Some(Value::Array(types)) if !types.contains(&json!("null")) => {
             types.push(json!("null"));
         }
-        _ => {}
+        _ => {
+            if let Some(Value::Array(choices)) = schema.get_mut("anyOf") {
+                choices.push(json!({"type": "null"}));
+            }
+        }
     }
     schema
+}
+
+/// A value that matches one of `schemas` (the shape of an untagged enum).
+pub fn any_of(schemas: Vec<Value>) -> Value {
+    json!({ "anyOf": schemas })
 }
 
 /// The schema of a result struct: its fields' schemas, and the fields a

@@ -1,6 +1,7 @@
 //! Adapters of the process tools: exec_command, write_stdin, kill_command,
 //! read_output, check_exec_environment.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ctm_exec_runtime::{
@@ -16,7 +17,223 @@ use crate::catalog::{
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
+use crate::limits::CommandLimits;
+use crate::output::{Shape, any_of, tool_result};
 use crate::server::Server;
+
+tool_result! {
+    /// The middle of a stream's new output that the answer leaves out.
+    pub struct Elided {
+        offset: u64,
+        bytes: u64,
+    }
+}
+
+tool_result! {
+    /// Where one stream's new output lies, and what of it the answer
+    /// carries.
+    pub struct StreamInfo {
+        bytes: u64,
+        start_offset: u64,
+        end_offset: u64,
+        truncated: bool,
+        omitted_bytes: u64,
+        elided: Option<Elided>,
+        head_bytes: u64,
+        tail_bytes: u64,
+    }
+}
+
+tool_result! {
+    /// The `output_ref` of each stream of a command.
+    pub struct OutputRefs {
+        stdout: String,
+        stderr: String,
+    }
+}
+
+tool_result! {
+    /// The arguments of a suggested `read_output` call.
+    pub struct ReadOutputArguments {
+        output_ref: String,
+        offset: u64,
+        limit: u64,
+    }
+}
+
+tool_result! {
+    /// A `read_output` call the model can make next.
+    pub struct ReadOutputCall {
+        tool: &'static str,
+        arguments: ReadOutputArguments,
+    }
+}
+
+tool_result! {
+    /// The arguments of a suggested `write_stdin` poll.
+    pub struct WriteStdinArguments {
+        command_id: String,
+        chars: &'static str,
+        yield_time_ms: u64,
+    }
+}
+
+tool_result! {
+    /// A `write_stdin` poll the model can make next.
+    pub struct WriteStdinCall {
+        tool: &'static str,
+        arguments: WriteStdinArguments,
+    }
+}
+
+/// The call a command result suggests next: poll a running command, or
+/// read output the answer left out.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(untagged)]
+pub enum NextAction {
+    /// Poll the command.
+    WriteStdin(WriteStdinCall),
+    /// Read left-out output.
+    ReadOutput(ReadOutputCall),
+}
+
+impl Shape for NextAction {
+    fn shape() -> Value {
+        any_of(vec![WriteStdinCall::shape(), ReadOutputCall::shape()])
+    }
+}
+
+tool_result! {
+    /// How a call's wait went.
+    pub struct WaitReport {
+        requested_yield_ms: u64,
+        effective_wait_ms: u64,
+        budget_secs: u64,
+        budget_source: &'static str,
+        cut_by_budget: bool,
+        ended_by: &'static str,
+    }
+}
+
+tool_result! {
+    /// A diagnostic entry with the reference's field names.
+    pub struct Diagnostic {
+        code: &'static str,
+        severity: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        evidence: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        suggested_fix: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        suggested_next_command: Option<String>,
+    }
+}
+
+tool_result! {
+    /// What `exec_command`, `write_stdin` and `kill_command` answer: the
+    /// command's snapshot, and for `kill_command` what the kill did (its
+    /// `status` is then the kill's verdict).
+    pub struct CommandResult {
+        command_id: String,
+        status: &'static str,
+        exit_code: Option<i32>,
+        signal: Option<&'static str>,
+        timed_out: bool,
+        tty: bool,
+        elapsed_ms: u64,
+        verbosity: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preview: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preview_truncated: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdout: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stderr: Option<String>,
+        stdout_info: StreamInfo,
+        stderr_info: StreamInfo,
+        stdout_truncated: bool,
+        stderr_truncated: bool,
+        stdout_omitted_bytes: u64,
+        stderr_omitted_bytes: u64,
+        stdout_truncated_by: Option<&'static str>,
+        stdout_output_bytes: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdout_output_lines: Option<usize>,
+        stdout_dropped_bytes: u64,
+        stderr_truncated_by: Option<&'static str>,
+        stderr_output_bytes: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stderr_output_lines: Option<usize>,
+        stderr_dropped_bytes: u64,
+        truncated: bool,
+        output_refs: OutputRefs,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_ref: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_stream: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_truncated: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        truncated_output_streams: Option<Vec<&'static str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        background_running: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<NextAction>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_actions: Option<Vec<ReadOutputCall>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        wait: Option<WaitReport>,
+        warnings: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostics: Option<Vec<Diagnostic>>,
+        // kill_command only.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        process_status: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        signals_sent: Option<Vec<&'static str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        processes_signalled: Option<usize>,
+        /// The last signal sent; null when none was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        signal_sent: Option<Option<&'static str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        killed: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        evicted: Option<bool>,
+    }
+}
+
+tool_result! {
+    /// What `read_output` answers.
+    pub struct ReadOutputResult {
+        output_ref: String,
+        stream_output_ref: String,
+        stream: &'static str,
+        requested_offset: u64,
+        offset: u64,
+        limit: usize,
+        content: String,
+        bytes: usize,
+        next_offset: Option<u64>,
+        omitted_bytes: u64,
+        head_retained_bytes: u64,
+        evicted_gap_bytes: u64,
+        total_bytes: u64,
+        total_stream_bytes: u64,
+        total_retained_bytes: u64,
+        retained_start_offset: u64,
+        stdout_dropped_bytes: u64,
+        stderr_dropped_bytes: u64,
+        stream_dropped_bytes: u64,
+        truncated: bool,
+        running: bool,
+        warnings: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_action: Option<ReadOutputCall>,
+    }
+}
 
 /// The wait of one call: `min(yield_time_ms, the request's budget)`.
 struct Wait {
@@ -41,17 +258,29 @@ fn output_ref(id: &str, stream: Stream) -> String {
     format!("command:{id}:{}", stream.as_str())
 }
 
-fn delta_json(d: &Delta) -> Value {
-    json!({
-        "bytes": d.new_bytes,
-        "start_offset": d.start_offset,
-        "end_offset": d.end_offset,
-        "truncated": d.truncated(),
-        "omitted_bytes": d.omitted_bytes,
-        "elided": d.elided.map(|(o, n)| json!({"offset": o, "bytes": n})),
-        "head_bytes": d.head_bytes,
-        "tail_bytes": d.tail_bytes,
-    })
+fn stream_info(d: &Delta) -> StreamInfo {
+    StreamInfo {
+        bytes: d.new_bytes,
+        start_offset: d.start_offset,
+        end_offset: d.end_offset,
+        truncated: d.truncated(),
+        omitted_bytes: d.omitted_bytes,
+        elided: d.elided.map(|(offset, bytes)| Elided { offset, bytes }),
+        head_bytes: d.head_bytes,
+        tail_bytes: d.tail_bytes,
+    }
+}
+
+/// A `read_output` call for `limit` bytes of `output_ref` from `offset`.
+fn read_output_call(output_ref: String, offset: u64, limit: u64) -> ReadOutputCall {
+    ReadOutputCall {
+        tool: "read_output",
+        arguments: ReadOutputArguments {
+            output_ref,
+            offset,
+            limit,
+        },
+    }
 }
 
 /// The inline text of a stream: all of its new output, or its head and
@@ -164,16 +393,17 @@ fn preview_of(out: &str, err: &str, limit: usize) -> (String, bool) {
     (format!("{}{MARK}{}", &all[..head], &all[tail..]), true)
 }
 
-/// A diagnostic entry with the reference's field names.
-fn diagnostic(code: &str, severity: &str, evidence: &str, suggestion: (&str, &str)) -> Value {
-    let mut d = Map::new();
-    d.insert("code".into(), json!(code));
-    d.insert("severity".into(), json!(severity));
-    if !evidence.is_empty() {
-        d.insert("evidence".into(), json!(evidence));
+impl Diagnostic {
+    /// A diagnostic without advice yet (`evidence` is left out when empty).
+    fn new(code: &'static str, severity: &'static str, evidence: String) -> Self {
+        Self {
+            code,
+            severity,
+            evidence: (!evidence.is_empty()).then_some(evidence),
+            suggested_fix: None,
+            suggested_next_command: None,
+        }
     }
-    d.insert(suggestion.0.into(), json!(suggestion.1));
-    Value::Object(d)
 }
 
 /// The executable a shell could not find, from its complaint
@@ -190,33 +420,35 @@ fn missing_executable(stderr: &str) -> Option<(&str, &str)> {
 
 /// What the reference's clients read about a run that did not go
 /// cleanly: a timeout, cut output, a missing executable.
-fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Value> {
+fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if s.timed_out || s.status == Status::Timeout {
-        out.push(diagnostic(
-            "COMMAND_TIMED_OUT",
-            "error",
-            &format!(
-                "timeout_ms ran out after {} ms; the command was ended with {}",
-                s.elapsed.as_millis(),
-                s.signal.map_or("a signal", Signal::as_str)
-            ),
-            (
-                "suggested_fix",
+        out.push(Diagnostic {
+            suggested_fix: Some(
                 "Give it a larger timeout_ms, or split the work into shorter commands.",
             ),
-        ));
+            ..Diagnostic::new(
+                "COMMAND_TIMED_OUT",
+                "error",
+                format!(
+                    "timeout_ms ran out after {} ms; the command was ended with {}",
+                    s.elapsed.as_millis(),
+                    s.signal.map_or("a signal", Signal::as_str)
+                ),
+            )
+        });
     }
     if cut {
-        out.push(diagnostic(
-            "OUTPUT_TRUNCATED",
-            "warning",
-            "the new output is larger than max_output_bytes or was evicted from the retained buffer",
-            (
-                "suggested_fix",
+        out.push(Diagnostic {
+            suggested_fix: Some(
                 "Read the rest with the read_output call in next_action, or run again with a larger max_output_bytes.",
             ),
-        ));
+            ..Diagnostic::new(
+                "OUTPUT_TRUNCATED",
+                "warning",
+                "the new output is larger than max_output_bytes or was evicted from the retained buffer".to_owned(),
+            )
+        });
     }
     let missing = missing_executable(&s.stderr.text);
     if exit_code(s) == Some(127) || missing.is_some() {
@@ -227,18 +459,14 @@ fn exec_diagnostics(s: &Snapshot, cut: bool) -> Vec<Value> {
                 "command -v <executable>".to_owned(),
             ),
         };
-        out.push(diagnostic(
-            "EXECUTABLE_NOT_FOUND",
-            "error",
-            &evidence,
-            ("suggested_next_command", &next),
-        ));
+        out.push(Diagnostic {
+            suggested_next_command: Some(next),
+            ..Diagnostic::new("EXECUTABLE_NOT_FOUND", "error", evidence)
+        });
     }
     out
 }
 
-/// Renders a snapshot: status line first, then output, then the exact
-/// continuation calls.
 /// Whether the answer names a next call.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Poll {
@@ -256,32 +484,21 @@ struct View {
     preview_bytes: usize,
 }
 
+/// Renders a snapshot: status line first, then output, then the exact
+/// continuation calls. Returns the text and the structured result.
 fn render(
     s: &Snapshot,
     view: View,
     wait: Option<&Wait>,
     ctx: &RequestContext,
-    extra: Map<String, Value>,
     poll: Poll,
-) -> ToolSuccess {
+) -> (String, CommandResult) {
     let asked_verbosity = view.verbosity;
     let verbosity = asked_verbosity.map_or("full", Verbosity::as_str);
     let preview_bytes = view.preview_bytes;
     let id = &s.command_id;
     let streams = [(Stream::Stdout, &s.stdout), (Stream::Stderr, &s.stderr)];
     let mut text = status_line(s);
-    let mut st = Map::new();
-    st.insert("command_id".into(), json!(id));
-    st.insert("status".into(), json!(s.status.as_str()));
-    st.insert("exit_code".into(), json!(exit_code(s)));
-    st.insert("signal".into(), json!(s.signal.map(Signal::as_str)));
-    st.insert("timed_out".into(), json!(s.timed_out));
-    st.insert("tty".into(), json!(s.tty));
-    st.insert(
-        "elapsed_ms".into(),
-        json!(u64::try_from(s.elapsed.as_millis()).unwrap_or(u64::MAX)),
-    );
-    st.insert("verbosity".into(), json!(verbosity));
     let out = shown(&s.stdout, &output_ref(id, Stream::Stdout));
     let err = shown(&s.stderr, &output_ref(id, Stream::Stderr));
     // Streams whose new output the answer does not carry whole.
@@ -292,15 +509,17 @@ fn render(
         .collect();
     let cut = !cut_streams.is_empty();
     let mut preview_cut = false;
+    let (mut preview, mut preview_truncated) = (None, None);
+    let (mut stdout, mut stderr) = (None, None);
     match verbosity {
         "summary" => {}
         "preview" => {
-            let (preview, was_cut) = preview_of(&out, &err, preview_bytes);
+            let (shown, was_cut) = preview_of(&out, &err, preview_bytes);
             preview_cut = was_cut;
             text.push('\n');
-            text.push_str(&preview);
-            st.insert("preview".into(), json!(preview));
-            st.insert("preview_truncated".into(), json!(was_cut));
+            text.push_str(&shown);
+            preview = Some(shown);
+            preview_truncated = Some(was_cut);
         }
         _ => {
             if !out.is_empty() {
@@ -311,41 +530,15 @@ fn render(
                 text.push_str("\nstderr:\n");
                 text.push_str(&err);
             }
-            st.insert("stdout".into(), json!(out));
-            st.insert("stderr".into(), json!(err));
+            stdout = Some(out);
+            stderr = Some(err);
         }
     }
-    st.insert("stdout_info".into(), delta_json(&s.stdout));
-    st.insert("stderr_info".into(), delta_json(&s.stderr));
-    st.insert("stdout_truncated".into(), json!(s.stdout.truncated()));
-    st.insert("stderr_truncated".into(), json!(s.stderr.truncated()));
-    st.insert("stdout_omitted_bytes".into(), json!(s.stdout.omitted_bytes));
-    st.insert("stderr_omitted_bytes".into(), json!(s.stderr.omitted_bytes));
     // The reference's names: what cut the inline text, how much it shows
     // (bytes, and lines counted as its pieces between newlines, when the
     // text is there), and what the buffer has evicted.
-    for (name, d) in [("stdout", &s.stdout), ("stderr", &s.stderr)] {
-        st.insert(
-            format!("{name}_truncated_by"),
-            json!(d.elided.map(|_| "bytes")),
-        );
-        st.insert(
-            format!("{name}_output_bytes"),
-            json!(d.head_bytes + d.tail_bytes),
-        );
-        if let Some(lines) = st
-            .get(name)
-            .and_then(Value::as_str)
-            .map(|t| t.matches('\n').count() + 1)
-        {
-            st.insert(format!("{name}_output_lines"), json!(lines));
-        }
-        st.insert(format!("{name}_dropped_bytes"), json!(d.dropped_bytes));
-    }
-    st.insert("truncated".into(), json!(cut || preview_cut));
-    let refs =
-        json!({"stdout": output_ref(id, Stream::Stdout), "stderr": output_ref(id, Stream::Stderr)});
-    st.insert("output_refs".into(), refs);
+    let truncated_by = |d: &Delta| d.elided.map(|_| "bytes");
+    let output_lines = |t: &Option<String>| t.as_deref().map(|t| t.matches('\n').count() + 1);
     // The stream a single reference names: the first cut one, else the one
     // that printed (stderr only when stdout printed nothing).
     let main_stream = cut_streams.first().copied().unwrap_or(
@@ -355,28 +548,13 @@ fn render(
             Stream::Stdout
         },
     );
-    if cut || asked_verbosity.is_some() {
-        st.insert("output_ref".into(), json!(output_ref(id, main_stream)));
-        st.insert("output_stream".into(), json!(main_stream.as_str()));
-    }
+    let named = cut || asked_verbosity.is_some();
     if preview_cut && !cut {
         cut_streams = streams
             .iter()
             .filter(|(_, d)| d.new_bytes > 0)
             .map(|(stream, _)| *stream)
             .collect();
-    }
-    if cut {
-        st.insert("output_truncated".into(), json!(true));
-    }
-    if cut || preview_cut {
-        st.insert(
-            "truncated_output_streams".into(),
-            json!(cut_streams.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
-        );
-    }
-    if asked_verbosity.is_some() {
-        st.insert("summary".into(), json!(summary_of(s)));
     }
     let mut next_actions = Vec::new();
     for (stream, d) in streams {
@@ -389,7 +567,7 @@ fn render(
         };
         if let Some(offset) = from {
             let limit = d.elided.map_or(65536, |(_, n)| n.clamp(1, 1 << 20));
-            next_actions.push(json!({"tool": "read_output", "arguments": {"output_ref": output_ref(id, stream), "offset": offset, "limit": limit}}));
+            next_actions.push(read_output_call(output_ref(id, stream), offset, limit));
             // In full verbosity the gap line in the output states the call.
             if verbosity != "full" {
                 text.push_str(&format!(
@@ -400,48 +578,34 @@ fn render(
             }
         }
     }
-    st.insert("background_running".into(), json!(s.background_running));
     if s.background_running {
         text.push_str(&format!(
             "\n[Processes this command started are still running in the background; they count against the active-command limit until they end. Stop them with kill_command(command_id=\"{id}\").]"
         ));
     }
-    if s.status == Status::Running && poll == Poll::Suggest {
+    let next_action = if s.status == Status::Running && poll == Poll::Suggest {
         // Suggest the default wait, not a short first yield again: one poll
         // then usually sees the end (capped by the request's wait budget).
         let y = DEFAULT_YIELD_MS.min(ctx.wait_budget.effective_secs.saturating_mul(1000));
-        let next = json!({"tool": "write_stdin", "arguments": {"command_id": id, "chars": "", "yield_time_ms": y}});
         // The id is on the status line: stated once.
         text.push_str(&format!(
             "\nStill running: poll with write_stdin(chars=\"\", yield_time_ms={y}); stop it with kill_command."
         ));
-        st.insert("next_action".into(), next);
-    } else if poll == Poll::Suggest
-        && let Some(first) = next_actions.first()
-    {
-        st.insert("next_action".into(), first.clone());
-    }
-    if !next_actions.is_empty() {
-        st.insert("next_actions".into(), Value::Array(next_actions));
-    }
-    if let Some(w) = wait {
+        Some(NextAction::WriteStdin(WriteStdinCall {
+            tool: "write_stdin",
+            arguments: WriteStdinArguments {
+                command_id: id.clone(),
+                chars: "",
+                yield_time_ms: y,
+            },
+        }))
+    } else if poll == Poll::Suggest {
+        next_actions.first().cloned().map(NextAction::ReadOutput)
+    } else {
+        None
+    };
+    let wait = wait.map(|w| {
         let b = ctx.wait_budget;
-        st.insert(
-            "wait".into(),
-            json!({
-                "requested_yield_ms": w.requested_ms,
-                "effective_wait_ms": u64::try_from(w.effective.as_millis()).unwrap_or(u64::MAX),
-                "budget_secs": b.effective_secs,
-                "budget_source": b.source.as_str(),
-                "cut_by_budget": w.cut_by_budget && s.wait_end == WaitEnd::Deadline,
-                "ended_by": match s.wait_end {
-                    WaitEnd::Exited => "exit",
-                    WaitEnd::Deadline => "deadline",
-                    WaitEnd::Quiet => "output_quiet",
-                    WaitEnd::Cancelled => "cancelled",
-                },
-            }),
-        );
         if w.cut_by_budget && s.wait_end == WaitEnd::Deadline {
             text.push_str(&format!(
                 "\n[The wait was cut to {} s by the request's {} budget.]",
@@ -453,39 +617,91 @@ fn render(
                 }
             ));
         }
-    }
+        WaitReport {
+            requested_yield_ms: w.requested_ms,
+            effective_wait_ms: u64::try_from(w.effective.as_millis()).unwrap_or(u64::MAX),
+            budget_secs: b.effective_secs,
+            budget_source: b.source.as_str(),
+            cut_by_budget: w.cut_by_budget && s.wait_end == WaitEnd::Deadline,
+            ended_by: match s.wait_end {
+                WaitEnd::Exited => "exit",
+                WaitEnd::Deadline => "deadline",
+                WaitEnd::Quiet => "output_quiet",
+                WaitEnd::Cancelled => "cancelled",
+            },
+        }
+    });
     let mut warnings = Vec::new();
     for (stream, d) in streams {
         if d.elided.is_some() {
-            warnings.push(json!(format!(
+            warnings.push(format!(
                 "{} truncated from middle by bytes",
                 stream.as_str()
-            )));
+            ));
         }
         if d.omitted_bytes > 0 {
-            warnings.push(json!(format!(
-                "{} cursor skipped dropped bytes",
-                stream.as_str()
-            )));
+            warnings.push(format!("{} cursor skipped dropped bytes", stream.as_str()));
         }
     }
     if !landlock_support().available {
-        warnings.push(json!(format!(
+        warnings.push(format!(
             "commands are not confined by Landlock here ({})",
             landlock_support().reason.clone().unwrap_or_default()
-        )));
+        ));
     }
-    st.insert("warnings".into(), Value::Array(warnings));
     let diagnostics = exec_diagnostics(s, cut);
-    if !diagnostics.is_empty() {
-        st.insert("diagnostics".into(), Value::Array(diagnostics));
-    }
-    st.extend(extra);
-    ToolSuccess {
-        text,
-        structured: st,
-        extra_content: Vec::new(),
-    }
+    let result = CommandResult {
+        command_id: id.clone(),
+        status: s.status.as_str(),
+        exit_code: exit_code(s),
+        signal: s.signal.map(Signal::as_str),
+        timed_out: s.timed_out,
+        tty: s.tty,
+        elapsed_ms: u64::try_from(s.elapsed.as_millis()).unwrap_or(u64::MAX),
+        verbosity,
+        preview,
+        preview_truncated,
+        stdout_info: stream_info(&s.stdout),
+        stderr_info: stream_info(&s.stderr),
+        stdout_truncated: s.stdout.truncated(),
+        stderr_truncated: s.stderr.truncated(),
+        stdout_omitted_bytes: s.stdout.omitted_bytes,
+        stderr_omitted_bytes: s.stderr.omitted_bytes,
+        stdout_truncated_by: truncated_by(&s.stdout),
+        stdout_output_bytes: s.stdout.head_bytes + s.stdout.tail_bytes,
+        stdout_output_lines: output_lines(&stdout),
+        stdout_dropped_bytes: s.stdout.dropped_bytes,
+        stderr_truncated_by: truncated_by(&s.stderr),
+        stderr_output_bytes: s.stderr.head_bytes + s.stderr.tail_bytes,
+        stderr_output_lines: output_lines(&stderr),
+        stderr_dropped_bytes: s.stderr.dropped_bytes,
+        stdout,
+        stderr,
+        truncated: cut || preview_cut,
+        output_refs: OutputRefs {
+            stdout: output_ref(id, Stream::Stdout),
+            stderr: output_ref(id, Stream::Stderr),
+        },
+        output_ref: named.then(|| output_ref(id, main_stream)),
+        output_stream: named.then(|| main_stream.as_str()),
+        output_truncated: cut.then_some(true),
+        truncated_output_streams: (cut || preview_cut)
+            .then(|| cut_streams.iter().map(|s| s.as_str()).collect()),
+        summary: asked_verbosity.is_some().then(|| summary_of(s)),
+        background_running: s.background_running,
+        next_action,
+        next_actions: (!next_actions.is_empty()).then_some(next_actions),
+        wait,
+        warnings,
+        diagnostics: (!diagnostics.is_empty()).then_some(diagnostics),
+        process_status: None,
+        signals_sent: None,
+        processes_signalled: None,
+        signal_sent: None,
+        killed: None,
+        evicted: None,
+    };
+    (text, result)
 }
 
 pub async fn exec_command(
@@ -530,14 +746,8 @@ pub async fn exec_command(
         .exec(req, opts, ctx.cancel.cancelled())
         .await
         .map_err(|e| refusal_details(exec_error(e, &server.config), &cmd, env_keys))?;
-    Ok(render(
-        &snap,
-        view,
-        Some(&wait),
-        ctx,
-        Map::new(),
-        Poll::Suggest,
-    ))
+    let (text, result) = render(&snap, view, Some(&wait), ctx, Poll::Suggest);
+    Ok(ToolSuccess::new(text, &result))
 }
 
 /// The reference's `details` of a refusal that depend on the request: the
@@ -577,14 +787,8 @@ pub async fn write_stdin(
         .poll(id, &args.chars, opts, ctx.cancel.cancelled())
         .await
         .map_err(|e| exec_error(e, &server.config))?;
-    Ok(render(
-        &snap,
-        view,
-        Some(&wait),
-        ctx,
-        Map::new(),
-        Poll::Suggest,
-    ))
+    let (text, result) = render(&snap, view, Some(&wait), ctx, Poll::Suggest);
+    Ok(ToolSuccess::new(text, &result))
 }
 
 pub async fn kill_command(
@@ -612,34 +816,26 @@ pub async fn kill_command(
         err.extra.insert("status".into(), json!("not_found"));
         err
     })?;
-    let mut extra = Map::new();
-    extra.insert("status".into(), json!(outcome.status.as_str()));
-    extra.insert(
-        "process_status".into(),
-        json!(outcome.snapshot.status.as_str()),
-    );
-    let sent: Vec<&str> = outcome.signals_sent.iter().map(|s| s.as_str()).collect();
-    extra.insert("signals_sent".into(), json!(sent));
-    extra.insert(
-        "processes_signalled".into(),
-        json!(outcome.processes_signalled),
-    );
-    // The reference's names: the last signal sent (the escalation's KILL
-    // when there was one; null when the command had ended and nothing was
-    // sent), whether the command ended after it, and whether it left the
-    // running set (false only while it is still terminating).
-    extra.insert("signal_sent".into(), json!(sent.last()));
-    extra.insert("killed".into(), json!(outcome.ended_by_kill));
-    extra.insert(
-        "evicted".into(),
-        json!(outcome.status != KillStatus::Terminating),
-    );
+    let sent: Vec<&'static str> = outcome.signals_sent.iter().map(|s| s.as_str()).collect();
     let poll = if outcome.status == KillStatus::Terminating {
         Poll::Suggest
     } else {
         Poll::Ended
     };
-    let mut r = render(&outcome.snapshot, view, None, ctx, extra, poll);
+    let (text, mut result) = render(&outcome.snapshot, view, None, ctx, poll);
+    // The kill's verdict replaces the process's status (which stays in
+    // `process_status`).
+    result.status = outcome.status.as_str();
+    result.process_status = Some(outcome.snapshot.status.as_str());
+    result.signals_sent = Some(sent.clone());
+    result.processes_signalled = Some(outcome.processes_signalled);
+    // The reference's names: the last signal sent (the escalation's KILL
+    // when there was one; null when the command had ended and nothing was
+    // sent), whether the command ended after it, and whether it left the
+    // running set (false only while it is still terminating).
+    result.signal_sent = Some(sent.last().copied());
+    result.killed = Some(outcome.ended_by_kill);
+    result.evicted = Some(outcome.status != KillStatus::Terminating);
     let head = match outcome.status {
         KillStatus::Terminating => format!(
             "Kill: command {id} terminating — still alive after {} | the command is kept; retry kill_command",
@@ -654,8 +850,7 @@ pub async fn kill_command(
             sent.join(", then ")
         ),
     };
-    r.text = format!("{}\n{head}", r.text);
-    Ok(r)
+    Ok(ToolSuccess::new(format!("{text}\n{head}"), &result))
 }
 
 pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSuccess, ToolError> {
@@ -715,40 +910,6 @@ pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSu
             page.slice.omitted, offset, page.slice.offset, page.slice.offset
         );
     }
-    let mut st = Map::new();
-    st.insert("output_ref".into(), json!(raw));
-    st.insert("stream_output_ref".into(), json!(stream_ref));
-    st.insert("stream".into(), json!(stream.as_str()));
-    st.insert("requested_offset".into(), json!(offset));
-    st.insert("offset".into(), json!(page.slice.offset));
-    st.insert("limit".into(), json!(limit));
-    st.insert("content".into(), json!(content));
-    st.insert("bytes".into(), json!(keep));
-    st.insert("next_offset".into(), json!(next));
-    st.insert("omitted_bytes".into(), json!(page.slice.omitted));
-    st.insert(
-        "head_retained_bytes".into(),
-        json!(page.head_retained_bytes),
-    );
-    st.insert("evicted_gap_bytes".into(), json!(page.evicted_gap_bytes));
-    st.insert("total_bytes".into(), json!(page.total_bytes));
-    st.insert("total_stream_bytes".into(), json!(page.total_bytes));
-    st.insert("total_retained_bytes".into(), json!(page.retained_bytes));
-    st.insert(
-        "retained_start_offset".into(),
-        json!(page.retained_start_offset),
-    );
-    st.insert("stdout_dropped_bytes".into(), json!(page.dropped_bytes.0));
-    st.insert("stderr_dropped_bytes".into(), json!(page.dropped_bytes.1));
-    st.insert(
-        "stream_dropped_bytes".into(),
-        json!(match stream {
-            Stream::Stdout => page.dropped_bytes.0,
-            Stream::Stderr => page.dropped_bytes.1,
-        }),
-    );
-    st.insert("truncated".into(), json!(next.is_some()));
-    st.insert("running".into(), json!(page.running));
     let mut warnings = Vec::new();
     if page.slice.omitted > 0 {
         warnings.push(format!("{} offset skipped dropped bytes", stream.as_str()));
@@ -760,26 +921,193 @@ pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSu
             stream.as_str()
         ));
     }
-    st.insert("warnings".into(), json!(warnings));
-    if let Some(n) = next {
-        let action = json!({"tool": "read_output", "arguments": {"output_ref": stream_ref, "offset": n, "limit": limit}});
+    let next_action = next.map(|n| {
         text.push_str(&format!(
             "\n[more: read_output(output_ref=\"{stream_ref}\", offset={n}, limit={limit})]"
         ));
-        st.insert("next_action".into(), action);
+        read_output_call(stream_ref.clone(), n, limit as u64)
+    });
+    let result = ReadOutputResult {
+        output_ref: raw,
+        stream_output_ref: stream_ref,
+        stream: stream.as_str(),
+        requested_offset: offset,
+        offset: page.slice.offset,
+        limit,
+        content,
+        bytes: keep,
+        next_offset: next,
+        omitted_bytes: page.slice.omitted,
+        head_retained_bytes: page.head_retained_bytes,
+        evicted_gap_bytes: page.evicted_gap_bytes,
+        total_bytes: page.total_bytes,
+        total_stream_bytes: page.total_bytes,
+        total_retained_bytes: page.retained_bytes,
+        retained_start_offset: page.retained_start_offset,
+        stdout_dropped_bytes: page.dropped_bytes.0,
+        stderr_dropped_bytes: page.dropped_bytes.1,
+        stream_dropped_bytes: match stream {
+            Stream::Stdout => page.dropped_bytes.0,
+            Stream::Stderr => page.dropped_bytes.1,
+        },
+        truncated: next.is_some(),
+        running: page.running,
+        warnings,
+        next_action,
+    };
+    Ok(ToolSuccess::new(text, &result))
+}
+
+tool_result! {
+    /// The namespace tier: whether commands get it, and why not.
+    pub struct NamespaceReport {
+        active: bool,
+        reason: Option<String>,
+        fix: Option<String>,
+        bwrap: Option<PathBuf>,
+        bwrap_version: Option<String>,
+        private_network: bool,
+        git_sealed: bool,
     }
-    Ok(ToolSuccess {
-        text,
-        structured: st,
-        extra_content: Vec::new(),
-    })
+}
+
+tool_result! {
+    /// A `PATH` entry not made a read root, and why.
+    pub struct UnreadablePathEntry {
+        path: String,
+        reason: &'static str,
+    }
+}
+
+tool_result! {
+    /// Each protection of commands: `enforced`, `unavailable`, `off` or
+    /// `heuristic`.
+    pub struct Protections {
+        read_confinement: &'static str,
+        write_confinement: &'static str,
+        truncate_confinement: &'static str,
+        device_nodes_refused: &'static str,
+        device_ioctl_confined: &'static str,
+        terminal_injection_refused: &'static str,
+        tcp_connect_bind_refused: &'static str,
+        signal_scope: &'static str,
+        abstract_unix_socket_scope: &'static str,
+        seccomp_filter: &'static str,
+        other_processes_untouchable: &'static str,
+        new_session: &'static str,
+        descendants_tracked: &'static str,
+        no_new_privs: &'static str,
+        path_gate: &'static str,
+        privileged_executable_gate: &'static str,
+        host_filesystem_read_only: &'static str,
+        private_tmp_and_run: &'static str,
+        pid_namespace: &'static str,
+        network_namespace: &'static str,
+        git_config_and_hooks_read_only: &'static str,
+    }
+}
+
+tool_result! {
+    /// What confines commands (`sandbox` of `check_exec_environment` and
+    /// `server_info`).
+    pub struct SandboxReport {
+        tier: &'static str,
+        namespace: NamespaceReport,
+        landlock_abi: u32,
+        landlock_unavailable_reason: Option<String>,
+        seccomp_unavailable_reason: Option<String>,
+        read_roots: Option<Vec<String>>,
+        write_roots: Option<Vec<PathBuf>>,
+        toolchain_env: Map<String, Value>,
+        path_entries_not_readable: Vec<UnreadablePathEntry>,
+        protections: Protections,
+        seccomp_refuses: Vec<&'static str>,
+        not_confined: Vec<&'static str>,
+    }
+}
+
+tool_result! {
+    /// The permission gates of commands.
+    pub struct GateReport {
+        network: &'static str,
+        shell_expansion: &'static str,
+        inline_script: &'static str,
+        destructive_command: &'static str,
+        filesystem_escape: &'static str,
+        privileged_executable: &'static str,
+        sensitive_env: &'static str,
+    }
+}
+
+tool_result! {
+    /// Landlock on this host, and where commands may write.
+    pub struct LandlockReport {
+        available: bool,
+        abi: u32,
+        enforced_for_commands: bool,
+        reason: Option<String>,
+        writable: Option<Vec<Option<PathBuf>>>,
+    }
+}
+
+tool_result! {
+    /// How the environment of commands is built (variable names only).
+    pub struct EnvironmentReport {
+        inherit: &'static str,
+        include_only: Vec<String>,
+        exclude: Vec<String>,
+        set: Vec<String>,
+        secret_env_filter: bool,
+        non_interactive_defaults: Vec<&'static str>,
+    }
+}
+
+tool_result! {
+    /// The private runtime directory, or why there is none.
+    pub struct RuntimeReport {
+        runtime_dir: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        home: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tmpdir: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_dir: Option<PathBuf>,
+        error: Option<String>,
+    }
+}
+
+tool_result! {
+    /// What `check_exec_environment` answers: the reference's flat fields,
+    /// then ours.
+    pub struct CheckExecEnvironmentResult {
+        workspace: PathBuf,
+        permission_mode: &'static str,
+        network_allowed: bool,
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        landlock_enabled: bool,
+        landlock_abi: Option<u32>,
+        global_tmp_write: &'static str,
+        warnings: Vec<String>,
+        shell: &'static str,
+        gates: GateReport,
+        landlock: LandlockReport,
+        environment: EnvironmentReport,
+        runtime: RuntimeReport,
+        sandbox: SandboxReport,
+        limits: CommandLimits,
+        active_commands: usize,
+        probes_run: bool,
+    }
 }
 
 /// What confines commands on this host in this mode: the roots, and for
 /// each protection whether the kernel enforces it (`enforced`), the host
 /// lacks it (`unavailable`), the mode does not ask for it (`off`), or it is
 /// a reading of the command line (`heuristic`).
-pub fn sandbox_report(server: &Server) -> Value {
+pub fn sandbox_report(server: &Server) -> SandboxReport {
     let g = server.gates();
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
@@ -828,54 +1156,64 @@ pub fn sandbox_report(server: &Server) -> Value {
             ".git's config and hooks (writable by commands)",
         ]
     };
-    json!({
-        "tier": tier.tier,
-        "namespace": {
-            "active": ns,
-            "reason": tier.reason,
-            "fix": tier.fix,
-            "bwrap": ns_support_path(ns_support),
-            "bwrap_version": ns_support.version,
-            "private_network": tier.private_network,
-            "git_sealed": tier.git_sealed,
+    SandboxReport {
+        tier: tier.tier,
+        namespace: NamespaceReport {
+            active: ns,
+            reason: tier.reason.clone(),
+            fix: tier.fix.clone(),
+            bwrap: ns_support.bwrap.clone(),
+            bwrap_version: ns_support.version.clone(),
+            private_network: tier.private_network,
+            git_sealed: tier.git_sealed,
         },
-        "landlock_abi": ll.abi,
-        "landlock_unavailable_reason": ll.reason,
-        "seccomp_unavailable_reason": seccomp_available().as_ref().err(),
-        "read_roots": if confined { json!(read_roots) } else { json!(null) },
-        "write_roots": if confined { json!(write_roots) } else { json!(null) },
-        "toolchain_env": tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<String, Value>>(),
-        "path_entries_not_readable": tc.skipped.iter().map(|(d, why)| json!({"path": d, "reason": why})).collect::<Vec<_>>(),
-        "protections": {
-            "read_confinement": kernel(g.landlock, ll.filesystem()),
-            "write_confinement": kernel(g.landlock, ll.filesystem()),
-            "truncate_confinement": kernel(g.landlock, ll.truncate()),
-            "device_nodes_refused": kernel(g.landlock, ll.filesystem() || seccomp_ok),
-            "device_ioctl_confined": kernel(g.landlock, ll.ioctl_dev()),
-            "terminal_injection_refused": kernel(g.landlock, seccomp_ok),
-            "tcp_connect_bind_refused": kernel(g.landlock && g.network == GateState::Blocked, ll.tcp()),
-            "signal_scope": kernel(g.landlock, ll.scopes()),
-            "abstract_unix_socket_scope": kernel(g.landlock, ll.scopes()),
-            "seccomp_filter": kernel(g.landlock, seccomp_ok),
-            "other_processes_untouchable": kernel(g.landlock, seccomp_ok && ll.scopes()),
-            "new_session": "enforced",
-            "descendants_tracked": "enforced",
-            "no_new_privs": kernel(g.landlock, ll.filesystem() || seccomp_ok),
-            "path_gate": gate(g.filesystem_escape),
-            "privileged_executable_gate": gate(g.privileged_executable),
-            "host_filesystem_read_only": by_ns(g.landlock),
-            "private_tmp_and_run": by_ns(g.landlock),
-            "pid_namespace": by_ns(g.landlock),
-            "network_namespace": by_ns(g.landlock && g.network == GateState::Blocked),
-            "git_config_and_hooks_read_only": by_ns(g.landlock && tier.git_sealed),
+        landlock_abi: ll.abi,
+        landlock_unavailable_reason: ll.reason.clone(),
+        seccomp_unavailable_reason: seccomp_available().as_ref().err().cloned(),
+        read_roots: confined.then_some(read_roots),
+        write_roots: confined.then_some(write_roots),
+        toolchain_env: tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
+        path_entries_not_readable: tc
+            .skipped
+            .iter()
+            .map(|(path, reason)| UnreadablePathEntry {
+                path: path.clone(),
+                reason,
+            })
+            .collect(),
+        protections: Protections {
+            read_confinement: kernel(g.landlock, ll.filesystem()),
+            write_confinement: kernel(g.landlock, ll.filesystem()),
+            truncate_confinement: kernel(g.landlock, ll.truncate()),
+            device_nodes_refused: kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            device_ioctl_confined: kernel(g.landlock, ll.ioctl_dev()),
+            terminal_injection_refused: kernel(g.landlock, seccomp_ok),
+            tcp_connect_bind_refused: kernel(
+                g.landlock && g.network == GateState::Blocked,
+                ll.tcp(),
+            ),
+            signal_scope: kernel(g.landlock, ll.scopes()),
+            abstract_unix_socket_scope: kernel(g.landlock, ll.scopes()),
+            seccomp_filter: kernel(g.landlock, seccomp_ok),
+            other_processes_untouchable: kernel(g.landlock, seccomp_ok && ll.scopes()),
+            new_session: "enforced",
+            descendants_tracked: "enforced",
+            no_new_privs: kernel(g.landlock, ll.filesystem() || seccomp_ok),
+            path_gate: gate(g.filesystem_escape),
+            privileged_executable_gate: gate(g.privileged_executable),
+            host_filesystem_read_only: by_ns(g.landlock),
+            private_tmp_and_run: by_ns(g.landlock),
+            pid_namespace: by_ns(g.landlock),
+            network_namespace: by_ns(g.landlock && g.network == GateState::Blocked),
+            git_config_and_hooks_read_only: by_ns(g.landlock && tier.git_sealed),
         },
-        "seccomp_refuses": if g.landlock && seccomp_ok { json!(SECCOMP_REFUSED) } else { json!([]) },
-        "not_confined": not_confined,
-    })
-}
-
-fn ns_support_path(s: &ctm_exec_runtime::NamespaceSupport) -> Value {
-    s.bwrap.as_ref().map_or(Value::Null, |p| json!(p))
+        seccomp_refuses: if g.landlock && seccomp_ok {
+            SECCOMP_REFUSED.to_vec()
+        } else {
+            Vec::new()
+        },
+        not_confined,
+    }
 }
 
 pub fn check_exec_environment(server: &Server) -> ToolSuccess {
@@ -883,45 +1221,21 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
     let runtime = match &server.runtime_dirs {
-        Ok(d) => {
-            json!({"runtime_dir": d.root(), "home": d.home(), "tmpdir": d.tmp(), "cache_dir": d.cache(), "error": null})
-        }
-        Err(e) => json!({"runtime_dir": null, "error": e.to_string()}),
+        Ok(d) => RuntimeReport {
+            runtime_dir: Some(d.root().to_path_buf()),
+            home: Some(d.home()),
+            tmpdir: Some(d.tmp()),
+            cache_dir: Some(d.cache()),
+            error: None,
+        },
+        Err(e) => RuntimeReport {
+            runtime_dir: None,
+            home: None,
+            tmpdir: None,
+            cache_dir: None,
+            error: Some(e.to_string()),
+        },
     };
-    let st = json!({
-        "permission_mode": server.config.permission_mode.as_str(),
-        "shell": "/bin/sh -c",
-        "gates": {
-            "network": g.network.as_str(),
-            "shell_expansion": g.shell_expansion.as_str(),
-            "inline_script": g.inline_script.as_str(),
-            "destructive_command": g.destructive_command.as_str(),
-            "filesystem_escape": g.filesystem_escape.as_str(),
-            "privileged_executable": g.privileged_executable.as_str(),
-            "sensitive_env": if g.secret_env_filter { "blocked" } else { "allowed" },
-        },
-        "landlock": {
-            "available": ll.available,
-            "abi": ll.abi,
-            "enforced_for_commands": confined,
-            "reason": ll.reason,
-            "writable": if confined { json!([server.workspace.root(), server.runtime_dirs.as_ref().ok().map(|d| d.root().to_path_buf())]) } else { json!(null) },
-        },
-        "environment": {
-            "inherit": server.config.shell_env_inherit.as_str(),
-            "include_only": server.config.env_policy.include_only,
-            "exclude": server.config.env_policy.exclude,
-            // Names only: values may be secrets the operator chose to pass.
-            "set": server.config.env_policy.set.keys().collect::<Vec<_>>(),
-            "secret_env_filter": g.secret_env_filter,
-            "non_interactive_defaults": ["PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true", "NO_COLOR=1", "CI=1"],
-        },
-        "runtime": runtime,
-        "sandbox": sandbox_report(server),
-        "limits": server.limits.to_json()["commands"],
-        "active_commands": server.exec.active(),
-        "probes_run": false,
-    });
     let text = format!(
         "Exec environment: {} mode | Landlock {} | network {} | shell expansion {} | inline scripts {}",
         server.config.permission_mode.as_str(),
@@ -937,17 +1251,73 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         g.inline_script.as_str()
     );
     // The reference's flat fields first; ours add detail beside them.
-    let mut structured = super::server_info::exec_environment(server);
-    structured.insert(
-        "warnings".into(),
-        json!(super::server_info::exec_warnings(server)),
-    );
-    structured.extend(st.as_object().cloned().unwrap_or_default());
-    ToolSuccess {
-        text,
-        structured,
-        extra_content: Vec::new(),
-    }
+    let env = super::server_info::exec_environment(server);
+    let policy = &server.config.env_policy;
+    let result = CheckExecEnvironmentResult {
+        workspace: env.workspace,
+        permission_mode: env.permission_mode,
+        network_allowed: env.network_allowed,
+        runtime_dir: env.runtime_dir,
+        home: env.home,
+        tmpdir: env.tmpdir,
+        cache_dir: env.cache_dir,
+        landlock_enabled: env.landlock_enabled,
+        landlock_abi: env.landlock_abi,
+        global_tmp_write: env.global_tmp_write,
+        warnings: super::server_info::exec_warnings(server),
+        shell: "/bin/sh -c",
+        gates: GateReport {
+            network: g.network.as_str(),
+            shell_expansion: g.shell_expansion.as_str(),
+            inline_script: g.inline_script.as_str(),
+            destructive_command: g.destructive_command.as_str(),
+            filesystem_escape: g.filesystem_escape.as_str(),
+            privileged_executable: g.privileged_executable.as_str(),
+            sensitive_env: if g.secret_env_filter {
+                "blocked"
+            } else {
+                "allowed"
+            },
+        },
+        landlock: LandlockReport {
+            available: ll.available,
+            abi: ll.abi,
+            enforced_for_commands: confined,
+            reason: ll.reason.clone(),
+            writable: confined.then(|| {
+                vec![
+                    Some(server.workspace.root().to_path_buf()),
+                    server
+                        .runtime_dirs
+                        .as_ref()
+                        .ok()
+                        .map(|d| d.root().to_path_buf()),
+                ]
+            }),
+        },
+        environment: EnvironmentReport {
+            inherit: server.config.shell_env_inherit.as_str(),
+            include_only: policy.include_only.clone(),
+            exclude: policy.exclude.clone(),
+            // Names only: values may be secrets the operator chose to pass.
+            set: policy.set.keys().cloned().collect(),
+            secret_env_filter: g.secret_env_filter,
+            non_interactive_defaults: vec![
+                "PAGER=cat",
+                "GIT_PAGER=cat",
+                "GIT_TERMINAL_PROMPT=0",
+                "GIT_EDITOR=true",
+                "NO_COLOR=1",
+                "CI=1",
+            ],
+        },
+        runtime,
+        sandbox: sandbox_report(server),
+        limits: server.limits.commands(),
+        active_commands: server.exec.active(),
+        probes_run: false,
+    };
+    ToolSuccess::new(text, &result)
 }
 
 #[cfg(test)]

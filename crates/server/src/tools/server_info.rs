@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use ctm_exec_runtime::landlock_support;
 
@@ -83,31 +83,39 @@ fn global_tmp_write(server: &Server) -> &'static str {
     }
 }
 
-/// The reference's top-level report of where commands run, shared by
-/// `server_info` and `check_exec_environment`.
-pub fn exec_environment(server: &Server) -> Map<String, Value> {
-    let cfg = &server.config;
+tool_result! {
+    /// The reference's top-level report of where commands run, shared by
+    /// `server_info` and `check_exec_environment`.
+    pub struct ExecEnvironment {
+        workspace: PathBuf,
+        permission_mode: &'static str,
+        network_allowed: bool,
+        runtime_dir: Option<PathBuf>,
+        home: Option<PathBuf>,
+        tmpdir: Option<PathBuf>,
+        cache_dir: Option<PathBuf>,
+        landlock_enabled: bool,
+        landlock_abi: Option<u32>,
+        global_tmp_write: &'static str,
+    }
+}
+
+/// Where commands run, in the reference's top-level names.
+pub fn exec_environment(server: &Server) -> ExecEnvironment {
     let dirs = server.runtime_dirs.as_ref().ok();
     let ll = landlock_support();
-    let enabled = server.gates().landlock && ll.available;
-    let mut s = Map::new();
-    s.insert("workspace".into(), json!(server.workspace.root()));
-    s.insert(
-        "permission_mode".into(),
-        json!(cfg.permission_mode.as_str()),
-    );
-    s.insert(
-        "network_allowed".into(),
-        json!(server.gates().network == ctm_exec_runtime::GateState::Allowed),
-    );
-    s.insert("runtime_dir".into(), json!(dirs.map(|d| d.root())));
-    s.insert("home".into(), json!(dirs.map(|d| d.home())));
-    s.insert("tmpdir".into(), json!(dirs.map(|d| d.tmp())));
-    s.insert("cache_dir".into(), json!(dirs.map(|d| d.cache())));
-    s.insert("landlock_enabled".into(), json!(enabled));
-    s.insert("landlock_abi".into(), json!(ll.available.then_some(ll.abi)));
-    s.insert("global_tmp_write".into(), json!(global_tmp_write(server)));
-    s
+    ExecEnvironment {
+        workspace: server.workspace.root().to_path_buf(),
+        permission_mode: server.config.permission_mode.as_str(),
+        network_allowed: server.gates().network == ctm_exec_runtime::GateState::Allowed,
+        runtime_dir: dirs.map(|d| d.root().to_path_buf()),
+        home: dirs.map(|d| d.home()),
+        tmpdir: dirs.map(|d| d.tmp()),
+        cache_dir: dirs.map(|d| d.cache()),
+        landlock_enabled: server.gates().landlock && ll.available,
+        landlock_abi: ll.available.then_some(ll.abi),
+        global_tmp_write: global_tmp_write(server),
+    }
 }
 
 /// Notes on what this deployment leaves unguarded, for
@@ -240,8 +248,8 @@ tool_result! {
         shell_env_include_only: Vec<String>,
         shell_env_exclude: Vec<String>,
         runtime: RuntimeReport,
-        /// `sandbox_report` of the exec tools: its own document.
-        sandbox: Value,
+        /// `sandbox_report` of the exec tools.
+        sandbox: crate::tools::exec::SandboxReport,
         exec_policy: ExecPolicyReport,
         output_retention: OutputRetention,
         project_context: ProjectContextReport,

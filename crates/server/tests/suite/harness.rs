@@ -471,7 +471,7 @@ pub fn assert_conforms(tool: &str, answer: &Value) {
 
 /// The JSON Schema keywords our output schemas use: `type` (one or a
 /// list), `properties`, `required`, `items`, `enum`, `const`,
-/// `additionalProperties: false`, and `if`/`then`.
+/// `additionalProperties: false`, `anyOf`, and `if`/`then`.
 pub fn conforms(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
     let type_name = |v: &Value| match v {
         Value::Null => "null",
@@ -503,6 +503,11 @@ pub fn conforms(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
         && c != v
     {
         return Err(format!("{at}: {v} is not {c}"));
+    }
+    if let Some(Value::Array(choices)) = schema.get("anyOf")
+        && !choices.iter().any(|s| conforms(v, s, at).is_ok())
+    {
+        return Err(format!("{at}: {v} matches none of {choices:?}"));
     }
     if let Value::Object(m) = v {
         if let Some(Value::Array(req)) = schema.get("required") {

@@ -441,6 +441,7 @@ fn the_output_schema_check_can_fail() {
             "ok": {"type": "boolean"},
             "n": {"type": ["integer", "null"]},
             "items": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+            "either": {"anyOf": [{"type": "string"}, {"type": "object", "required": ["a"]}, {"type": "null"}]},
         },
         "required": ["ok"],
         "if": {"properties": {"ok": {"const": true}}},
@@ -456,6 +457,10 @@ fn the_output_schema_check_can_fail() {
     );
     assert!(conforms(&json!({"ok": true, "n": null}), &schema, "$").is_ok());
     assert!(conforms(&json!({"ok": false}), &schema, "$").is_ok());
+    for either in [json!("s"), json!({"a": 1}), json!(null)] {
+        let v = json!({"ok": true, "n": 1, "either": either});
+        assert!(conforms(&v, &schema, "$").is_ok(), "{v}");
+    }
     for bad in [
         json!({"ok": true}),
         json!({"ok": true, "n": "1"}),
@@ -463,6 +468,8 @@ fn the_output_schema_check_can_fail() {
         json!({"ok": true, "n": 1, "items": [{"k": 1}]}),
         json!({"ok": true, "n": 1, "items": [{}]}),
         json!({"n": 1}),
+        json!({"ok": true, "n": 1, "either": 1}),
+        json!({"ok": true, "n": 1, "either": {"b": 1}}),
     ] {
         assert!(conforms(&bad, &schema, "$").is_err(), "{bad}");
     }
