@@ -5,7 +5,7 @@
 //! serde in field order, and its [`Shape`] (a JSON Schema) lists every field
 //! with its type; fields that are not `Option` are required on success.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -28,7 +28,7 @@ macro_rules! shape_of {
         } )+
     };
 }
-shape_of!("string": String, &str, PathBuf);
+shape_of!("string": String, &str, WirePath);
 shape_of!("integer": u64, u32, usize, i64, i32);
 shape_of!("number": f64);
 shape_of!("boolean": bool);
@@ -59,6 +59,30 @@ impl<T: Shape> Shape for Option<T> {
 
     fn shape() -> Value {
         nullable(T::shape())
+    }
+}
+
+/// A path as a result reports it: its text, with any byte that is not UTF-8
+/// shown as U+FFFD (JSON strings are Unicode; a `PathBuf` that is not would
+/// fail to serialize and lose the whole result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WirePath(pub PathBuf);
+
+impl Serialize for WirePath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0.to_string_lossy())
+    }
+}
+
+impl From<PathBuf> for WirePath {
+    fn from(p: PathBuf) -> Self {
+        Self(p)
+    }
+}
+
+impl From<&Path> for WirePath {
+    fn from(p: &Path) -> Self {
+        Self(p.to_path_buf())
     }
 }
 

@@ -1,7 +1,6 @@
 //! Adapters of the process tools: exec_command, write_stdin, kill_command,
 //! read_output, check_exec_environment.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use ctm_exec_runtime::{
@@ -18,6 +17,7 @@ use crate::catalog::{
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
 use crate::limits::CommandLimits;
+use crate::output::WirePath;
 use crate::output::{Shape, any_of, tool_result};
 use crate::server::Server;
 
@@ -150,8 +150,11 @@ tool_result! {
         stdout: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         stderr: Option<String>,
-        stdout_info: StreamInfo,
-        stderr_info: StreamInfo,
+        /// Only for a stream whose new output is not whole in the answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stdout_info: Option<StreamInfo>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stderr_info: Option<StreamInfo>,
         stdout_truncated: bool,
         stderr_truncated: bool,
         stdout_omitted_bytes: u64,
@@ -258,8 +261,12 @@ fn output_ref(id: &str, stream: Stream) -> String {
     format!("command:{id}:{}", stream.as_str())
 }
 
-fn stream_info(d: &Delta) -> StreamInfo {
-    StreamInfo {
+/// The offsets of a stream's new output, when the answer does not carry it
+/// whole (cut, or bytes dropped or skipped); the `*_truncated`,
+/// `*_omitted_bytes` and `*_dropped_bytes` fields say the rest every time.
+fn stream_info(d: &Delta) -> Option<StreamInfo> {
+    let whole = !d.truncated() && d.omitted_bytes == 0 && d.dropped_bytes == 0;
+    (!whole).then(|| StreamInfo {
         bytes: d.new_bytes,
         start_offset: d.start_offset,
         end_offset: d.end_offset,
@@ -268,7 +275,7 @@ fn stream_info(d: &Delta) -> StreamInfo {
         elided: d.elided.map(|(offset, bytes)| Elided { offset, bytes }),
         head_bytes: d.head_bytes,
         tail_bytes: d.tail_bytes,
-    }
+    })
 }
 
 /// A `read_output` call for `limit` bytes of `output_ref` from `offset`.
@@ -604,7 +611,7 @@ fn render(
     } else {
         None
     };
-    let wait = wait.map(|w| {
+    let wait = wait.and_then(|w| {
         let b = ctx.wait_budget;
         if w.cut_by_budget && s.wait_end == WaitEnd::Deadline {
             text.push_str(&format!(
@@ -617,19 +624,23 @@ fn render(
                 }
             ));
         }
-        WaitReport {
+        let cut_by_budget = w.cut_by_budget && s.wait_end == WaitEnd::Deadline;
+        // A wait that ended as its status says (the command exited, or the
+        // yield passed) is not reported: only a cut or an unusual end.
+        let routine = matches!(s.wait_end, WaitEnd::Exited | WaitEnd::Deadline) && !cut_by_budget;
+        (!routine).then(|| WaitReport {
             requested_yield_ms: w.requested_ms,
             effective_wait_ms: u64::try_from(w.effective.as_millis()).unwrap_or(u64::MAX),
             budget_secs: b.effective_secs,
             budget_source: b.source.as_str(),
-            cut_by_budget: w.cut_by_budget && s.wait_end == WaitEnd::Deadline,
+            cut_by_budget,
             ended_by: match s.wait_end {
                 WaitEnd::Exited => "exit",
                 WaitEnd::Deadline => "deadline",
                 WaitEnd::Quiet => "output_quiet",
                 WaitEnd::Cancelled => "cancelled",
             },
-        }
+        })
     });
     let mut warnings = Vec::new();
     for (stream, d) in streams {
@@ -689,8 +700,12 @@ fn render(
             .then(|| cut_streams.iter().map(|s| s.as_str()).collect()),
         summary: asked_verbosity.is_some().then(|| summary_of(s)),
         background_running: s.background_running,
+        // The list only when it says more than `next_action`.
+        next_actions: (next_actions.len() > 1
+            || (!next_actions.is_empty()
+                && !matches!(next_action, Some(NextAction::ReadOutput(_)))))
+        .then_some(next_actions),
         next_action,
-        next_actions: (!next_actions.is_empty()).then_some(next_actions),
         wait,
         warnings,
         diagnostics: (!diagnostics.is_empty()).then_some(diagnostics),
@@ -964,7 +979,7 @@ tool_result! {
         active: bool,
         reason: Option<String>,
         fix: Option<String>,
-        bwrap: Option<PathBuf>,
+        bwrap: Option<WirePath>,
         bwrap_version: Option<String>,
         private_network: bool,
         git_sealed: bool,
@@ -1017,7 +1032,7 @@ tool_result! {
         landlock_unavailable_reason: Option<String>,
         seccomp_unavailable_reason: Option<String>,
         read_roots: Option<Vec<String>>,
-        write_roots: Option<Vec<PathBuf>>,
+        write_roots: Option<Vec<WirePath>>,
         toolchain_env: Map<String, Value>,
         path_entries_not_readable: Vec<UnreadablePathEntry>,
         protections: Protections,
@@ -1046,7 +1061,7 @@ tool_result! {
         abi: u32,
         enforced_for_commands: bool,
         reason: Option<String>,
-        writable: Option<Vec<Option<PathBuf>>>,
+        writable: Option<Vec<Option<WirePath>>>,
     }
 }
 
@@ -1065,13 +1080,13 @@ tool_result! {
 tool_result! {
     /// The private runtime directory, or why there is none.
     pub struct RuntimeReport {
-        runtime_dir: Option<PathBuf>,
+        runtime_dir: Option<WirePath>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        home: Option<PathBuf>,
+        home: Option<WirePath>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        tmpdir: Option<PathBuf>,
+        tmpdir: Option<WirePath>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        cache_dir: Option<PathBuf>,
+        cache_dir: Option<WirePath>,
         error: Option<String>,
     }
 }
@@ -1080,13 +1095,13 @@ tool_result! {
     /// What `check_exec_environment` answers: the reference's flat fields,
     /// then ours.
     pub struct CheckExecEnvironmentResult {
-        workspace: PathBuf,
+        workspace: WirePath,
         permission_mode: &'static str,
         network_allowed: bool,
-        runtime_dir: Option<PathBuf>,
-        home: Option<PathBuf>,
-        tmpdir: Option<PathBuf>,
-        cache_dir: Option<PathBuf>,
+        runtime_dir: Option<WirePath>,
+        home: Option<WirePath>,
+        tmpdir: Option<WirePath>,
+        cache_dir: Option<WirePath>,
         landlock_enabled: bool,
         landlock_abi: Option<u32>,
         global_tmp_write: &'static str,
@@ -1162,7 +1177,7 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
             active: ns,
             reason: tier.reason.clone(),
             fix: tier.fix.clone(),
-            bwrap: ns_support.bwrap.clone(),
+            bwrap: ns_support.bwrap.clone().map(WirePath),
             bwrap_version: ns_support.version.clone(),
             private_network: tier.private_network,
             git_sealed: tier.git_sealed,
@@ -1171,7 +1186,7 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
         landlock_unavailable_reason: ll.reason.clone(),
         seccomp_unavailable_reason: seccomp_available().as_ref().err().cloned(),
         read_roots: confined.then_some(read_roots),
-        write_roots: confined.then_some(write_roots),
+        write_roots: confined.then(|| write_roots.into_iter().map(WirePath).collect()),
         toolchain_env: tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
         path_entries_not_readable: tc
             .skipped
@@ -1222,10 +1237,10 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let confined = g.landlock && ll.available;
     let runtime = match &server.runtime_dirs {
         Ok(d) => RuntimeReport {
-            runtime_dir: Some(d.root().to_path_buf()),
-            home: Some(d.home()),
-            tmpdir: Some(d.tmp()),
-            cache_dir: Some(d.cache()),
+            runtime_dir: Some(d.root().into()),
+            home: Some(d.home().into()),
+            tmpdir: Some(d.tmp().into()),
+            cache_dir: Some(d.cache().into()),
             error: None,
         },
         Err(e) => RuntimeReport {
@@ -1286,12 +1301,8 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
             reason: ll.reason.clone(),
             writable: confined.then(|| {
                 vec![
-                    Some(server.workspace.root().to_path_buf()),
-                    server
-                        .runtime_dirs
-                        .as_ref()
-                        .ok()
-                        .map(|d| d.root().to_path_buf()),
+                    Some(server.workspace.root().into()),
+                    server.runtime_dirs.as_ref().ok().map(|d| d.root().into()),
                 ]
             }),
         },

@@ -1,7 +1,5 @@
 //! `server_info`: everything a client may want to know about this deployment.
 
-use std::path::PathBuf;
-
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
 use serde_json::{Map, Value};
 
@@ -11,6 +9,7 @@ use crate::catalog::TOOLS;
 use crate::cli::TraceLevel;
 use crate::envelope::ToolSuccess;
 use crate::limits::LimitsReport;
+use crate::output::WirePath;
 use crate::output::{to_map, tool_result};
 use crate::server::Server;
 
@@ -87,13 +86,13 @@ tool_result! {
     /// The reference's top-level report of where commands run, shared by
     /// `server_info` and `check_exec_environment`.
     pub struct ExecEnvironment {
-        workspace: PathBuf,
+        workspace: WirePath,
         permission_mode: &'static str,
         network_allowed: bool,
-        runtime_dir: Option<PathBuf>,
-        home: Option<PathBuf>,
-        tmpdir: Option<PathBuf>,
-        cache_dir: Option<PathBuf>,
+        runtime_dir: Option<WirePath>,
+        home: Option<WirePath>,
+        tmpdir: Option<WirePath>,
+        cache_dir: Option<WirePath>,
         landlock_enabled: bool,
         landlock_abi: Option<u32>,
         global_tmp_write: &'static str,
@@ -105,13 +104,13 @@ pub fn exec_environment(server: &Server) -> ExecEnvironment {
     let dirs = server.runtime_dirs.as_ref().ok();
     let ll = landlock_support();
     ExecEnvironment {
-        workspace: server.workspace.root().to_path_buf(),
+        workspace: server.workspace.root().into(),
         permission_mode: server.config.permission_mode.as_str(),
         network_allowed: server.gates().network == ctm_exec_runtime::GateState::Allowed,
-        runtime_dir: dirs.map(|d| d.root().to_path_buf()),
-        home: dirs.map(|d| d.home()),
-        tmpdir: dirs.map(|d| d.tmp()),
-        cache_dir: dirs.map(|d| d.cache()),
+        runtime_dir: dirs.map(|d| d.root().into()),
+        home: dirs.map(|d| d.home().into()),
+        tmpdir: dirs.map(|d| d.tmp().into()),
+        cache_dir: dirs.map(|d| d.cache().into()),
         landlock_enabled: server.gates().landlock && ll.available,
         landlock_abi: ll.available.then_some(ll.abi),
         global_tmp_write: global_tmp_write(server),
@@ -160,10 +159,10 @@ tool_result! {
 tool_result! {
     /// The runtime directory of commands, or why there is none.
     pub struct RuntimeReport {
-        runtime_dir: Option<PathBuf>,
-        home: Option<PathBuf>,
-        tmpdir: Option<PathBuf>,
-        cache_dir: Option<PathBuf>,
+        runtime_dir: Option<WirePath>,
+        home: Option<WirePath>,
+        tmpdir: Option<WirePath>,
+        cache_dir: Option<WirePath>,
         error: Option<String>,
     }
 }
@@ -221,13 +220,13 @@ tool_result! {
     /// `check_exec_environment` ([`exec_environment`]), in its order, less
     /// its flat Landlock fields: `landlock` is an object here.
     pub struct ServerInfoResult {
-        workspace: PathBuf,
+        workspace: WirePath,
         permission_mode: &'static str,
         network_allowed: bool,
-        runtime_dir: Option<PathBuf>,
-        home: Option<PathBuf>,
-        tmpdir: Option<PathBuf>,
-        cache_dir: Option<PathBuf>,
+        runtime_dir: Option<WirePath>,
+        home: Option<WirePath>,
+        tmpdir: Option<WirePath>,
+        cache_dir: Option<WirePath>,
         landlock: LandlockReport,
         server: &'static str,
         title: &'static str,
@@ -269,10 +268,10 @@ pub fn run(server: &Server) -> ToolSuccess {
     let dirs = server.runtime_dirs.as_ref().ok();
     let runtime = match &server.runtime_dirs {
         Ok(d) => RuntimeReport {
-            runtime_dir: Some(d.root().to_path_buf()),
-            home: Some(d.home()),
-            tmpdir: Some(d.tmp()),
-            cache_dir: Some(d.cache()),
+            runtime_dir: Some(d.root().into()),
+            home: Some(d.home().into()),
+            tmpdir: Some(d.tmp().into()),
+            cache_dir: Some(d.cache().into()),
             error: None,
         },
         Err(e) => RuntimeReport {
@@ -301,13 +300,13 @@ pub fn run(server: &Server) -> ToolSuccess {
         all_versions_newest_first().join(", "),
     );
     let result = ServerInfoResult {
-        workspace: server.workspace.root().to_path_buf(),
+        workspace: server.workspace.root().into(),
         permission_mode: cfg.permission_mode.as_str(),
         network_allowed,
-        runtime_dir: dirs.map(|d| d.root().to_path_buf()),
-        home: dirs.map(|d| d.home()),
-        tmpdir: dirs.map(|d| d.tmp()),
-        cache_dir: dirs.map(|d| d.cache()),
+        runtime_dir: dirs.map(|d| d.root().into()),
+        home: dirs.map(|d| d.home().into()),
+        tmpdir: dirs.map(|d| d.tmp().into()),
+        cache_dir: dirs.map(|d| d.cache().into()),
         landlock: LandlockReport {
             available: ll.available,
             abi_version: ll.available.then_some(ll.abi),

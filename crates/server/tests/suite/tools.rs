@@ -474,3 +474,21 @@ fn the_output_schema_check_can_fail() {
         assert!(conforms(&bad, &schema, "$").is_err(), "{bad}");
     }
 }
+
+/// A workspace whose path is not UTF-8 is still described (lossily), not
+/// a panic and a missing answer.
+#[test]
+fn a_workspace_path_that_is_not_utf8_is_reported_lossily() {
+    use std::os::unix::ffi::OsStrExt;
+    let parent = tempfile::tempdir().unwrap();
+    let ws = parent.path().join(std::ffi::OsStr::from_bytes(b"ws-\xff"));
+    std::fs::create_dir(&ws).unwrap();
+    let mut s = StdioServer::start(&ws, &[]);
+    for (id, tool) in [(1, "server_info"), (2, "check_exec_environment")] {
+        let r = s.request(&call(id, tool, json!({})));
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(sc["ok"], true, "{r}");
+        let w = sc["workspace"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(w.ends_with("ws-\u{fffd}"), "{r}");
+    }
+}
