@@ -168,6 +168,14 @@ tool_result! {
 }
 
 tool_result! {
+    /// Where commands run, in one word, and where to read the rest.
+    pub struct SandboxSummary {
+        tier: &'static str,
+        details: &'static str,
+    }
+}
+
+tool_result! {
     /// Each permission gate of `exec_command`.
     pub struct ExecPolicyReport {
         network: &'static str,
@@ -237,7 +245,8 @@ tool_result! {
         tool_count: usize,
         catalog_size: usize,
         tools: Vec<&'static str>,
-        /// The real annotations of each served tool, by name.
+        /// The real annotations of each served tool, by name (their
+        /// titles are in `tools/list`).
         annotations: Map<String, Value>,
         annotation_override: Option<AnnotationOverride>,
         auth: AuthReport,
@@ -246,9 +255,12 @@ tool_result! {
         shell_env_inherit: &'static str,
         shell_env_include_only: Vec<String>,
         shell_env_exclude: Vec<String>,
-        runtime: RuntimeReport,
-        /// `sandbox_report` of the exec tools.
-        sandbox: crate::tools::exec::SandboxReport,
+        /// Only when the runtime directory is unusable: why (the paths are
+        /// the top-level fields above).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        runtime: Option<RuntimeReport>,
+        /// The tier; `check_exec_environment` has the whole report.
+        sandbox: SandboxSummary,
         exec_policy: ExecPolicyReport,
         output_retention: OutputRetention,
         project_context: ProjectContextReport,
@@ -325,7 +337,15 @@ pub fn run(server: &Server) -> ToolSuccess {
         tool_count: tools.len(),
         catalog_size: TOOLS.len(),
         tools,
-        annotations: real_annotations(server),
+        annotations: real_annotations(server)
+            .into_iter()
+            .map(|(name, mut a)| {
+                if let Some(a) = a.as_object_mut() {
+                    a.remove("title");
+                }
+                (name, a)
+            })
+            .collect(),
         annotation_override: annotation_override_report(server),
         auth: AuthReport {
             enabled: auth_enabled,
@@ -342,8 +362,11 @@ pub fn run(server: &Server) -> ToolSuccess {
         shell_env_inherit: cfg.shell_env_inherit.as_str(),
         shell_env_include_only: cfg.env_policy.include_only.clone(),
         shell_env_exclude: cfg.env_policy.exclude.clone(),
-        runtime,
-        sandbox: crate::tools::exec::sandbox_report(server),
+        runtime: runtime.error.is_some().then_some(runtime),
+        sandbox: SandboxSummary {
+            tier: crate::tools::exec::sandbox_report(server).tier,
+            details: "check_exec_environment",
+        },
         exec_policy: ExecPolicyReport {
             network: gates.network.as_str(),
             shell_expansion: gates.shell_expansion.as_str(),

@@ -250,7 +250,10 @@ fn server_info_reports_the_deployment() {
         i["project_context"]["nested_instruction_files"],
         json!(["sub/CLAUDE.md"])
     );
-    assert!(std::path::Path::new(i["runtime"]["home"].as_str().unwrap()).is_dir());
+    // Issue 19: the reference's top-level paths, no `runtime` copy of them.
+    assert!(std::path::Path::new(i["home"].as_str().unwrap()).is_dir());
+    assert!(i.get("runtime").is_none(), "{i}");
+    assert_eq!(i["sandbox"]["details"], "check_exec_environment");
     assert_eq!(i["telemetry"], "none");
     let text = r["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("coding-tools-mcp 0.3.0"));
