@@ -66,7 +66,7 @@ pub fn fs_error(e: FsError) -> ToolError {
             ErrorCode::NotFound,
             msg,
             json!({"path": p}),
-            "Check the path with list_dir or list_files (paths are relative to the workspace root).",
+            "Find the path with list_files; paths are relative to the workspace root.",
         ),
         FsError::IsDirectory(p) => err(
             ErrorCode::IsDirectory,
@@ -495,7 +495,7 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             ErrorCode::CommandNotFound,
             "Command not found; stdin access denied.".into(),
             json!({"command_id": id}),
-            "This command_id has expired or never existed; start the command again with exec_command.",
+            "Start the command again with exec_command.",
         ),
         // `runtime`, as the reference: the command's state, not the
         // arguments, refuses the write.

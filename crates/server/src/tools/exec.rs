@@ -596,7 +596,7 @@ fn render(
         let y = DEFAULT_YIELD_MS.min(ctx.wait_budget.effective_secs.saturating_mul(1000));
         // The id is on the status line: stated once.
         text.push_str(&format!(
-            "\nStill running: poll with write_stdin(chars=\"\", yield_time_ms={y}); stop it with kill_command."
+            "\nPoll: write_stdin(chars=\"\", yield_time_ms={y}); stop: kill_command."
         ));
         Some(NextAction::WriteStdin(WriteStdinCall {
             tool: "write_stdin",
@@ -904,7 +904,15 @@ pub async fn read_output(server: &Server, args: ReadOutputArgs) -> Result<ToolSu
     let page = server
         .exec
         .read_output(id, stream, offset, limit)
-        .map_err(|e| exec_error(e, &server.config))?;
+        .map_err(|e| {
+            let mut err = exec_error(e, &server.config);
+            // The reference's words here (there is no stdin to deny); the
+            // contract's category, not_found.
+            if err.code == ErrorCode::CommandNotFound {
+                err.message = "Output command not found.".into();
+            }
+            err
+        })?;
     // Never split a character: stop before an incomplete trailing sequence.
     let bytes = &page.slice.bytes;
     let keep = match std::str::from_utf8(bytes) {

@@ -57,7 +57,7 @@ pub fn run(
         return Err(ToolError::new(
             ErrorCode::ElicitationUnsupported,
             format!(
-                "This server cannot ask the user for {permission} on {tool}: it does not support MCP elicitation, and {} mode never escalates on request.",
+                "No user to ask for {permission} on {tool}: this server has no MCP elicitation, and {} mode never escalates.",
                 mode.as_str()
             ),
             json!({
@@ -70,7 +70,7 @@ pub fn run(
                 "requested": requested,
             }),
             format!(
-                "Ask the operator to {grant}, or choose an approach that does not need {permission}."
+                "Ask the operator to {grant}, or do without {permission}."
             ),
         )
         .with_extra(extra));

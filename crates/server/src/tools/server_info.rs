@@ -299,7 +299,7 @@ pub fn run(server: &Server) -> ToolSuccess {
     let network_allowed = gates.network == ctm_exec_runtime::GateState::Allowed;
     let auth_enabled = cfg.auth_token.is_some() || cfg.oauth_mode;
     let text = format!(
-        "{SERVER_NAME} {SERVER_VERSION}\nWorkspace: {}\nTools: {} | Permission mode: {} | Auth: {}\nProtocol versions: {}",
+        "{SERVER_NAME} {SERVER_VERSION}\nWorkspace: {}\nTools: {} | Permission mode: {} | Auth: {}",
         server.workspace.root().display(),
         tools.len(),
         cfg.permission_mode.as_str(),
@@ -309,7 +309,6 @@ pub fn run(server: &Server) -> ToolSuccess {
             (true, false) => "bearer",
             (false, false) => "none",
         },
-        all_versions_newest_first().join(", "),
     );
     let result = ServerInfoResult {
         workspace: server.workspace.root().into(),

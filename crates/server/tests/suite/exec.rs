@@ -438,6 +438,18 @@ fn one_poll_suffices_and_an_ended_command_says_how_it_ended() {
         text.starts_with("COMMAND_NOT_FOUND: Command not found; stdin access denied.\n"),
         "{text}"
     );
+    // read_output has no stdin to deny: the reference's words (the
+    // contract's category, not_found).
+    let gone = s.request(&call(
+        12,
+        "read_output",
+        json!({"output_ref": "command:0000000000000000:stdout"}),
+    ));
+    let text = gone["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("COMMAND_NOT_FOUND: Output command not found.\nCategory: not_found."),
+        "{text}"
+    );
     let v = sc(&s.request(&call(2, "write_stdin", next["arguments"].clone())));
     assert_eq!(
         (v["status"].clone(), v["stdout"].clone()),
