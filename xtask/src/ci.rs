@@ -104,6 +104,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     vectors?;
     phase("the coding loop: a whole agent task through the binary");
     crate::harness::run(&[])?;
+    phase("token budgets: the scripted session of cargo xtask tokens (issue 19)");
+    crate::tokens::run(&["--budgets".into()])?;
     phase("load: 10 s over HTTP, 10 s over stdio, 10 s with hostile clients");
     // Short load runs over both transports (`cargo xtask load` runs 60 s on demand).
     crate::load::run(&["--secs".into(), "10".into()])?;
