@@ -250,6 +250,21 @@ pub const GIT_CONTEXT_LINES: u32 = 3;
 /// The bytes of a `git_diff`/`git_show` answer by default.
 pub const GIT_MAX_BYTES: usize = 256 * 1024;
 
+/// The most entries `list_dir` returns (its `max_entries` bound).
+pub const LIST_DIR_MAX_ENTRIES: u64 = 10_000;
+
+/// The most files `list_files` returns (its `max_results` bound).
+pub const LIST_FILES_MAX_RESULTS: u64 = 50_000;
+
+/// The most matches `search_text` returns (its `max_results` bound).
+pub const SEARCH_MAX_RESULTS: u64 = 10_000;
+
+/// The most entries `git_status` returns (its `max_entries` bound).
+pub const GIT_STATUS_MAX_ENTRIES: u64 = 10_000;
+
+/// The most `max_bytes` a `git_diff`/`git_show` call may ask for.
+pub const GIT_MAX_BYTES_LIMIT: u64 = MIB;
+
 /// The most `max_bytes` a `read_file` call may ask for.
 pub const READ_MAX_BYTES: u64 = MIB;
 
@@ -279,7 +294,7 @@ tool_args! {
         path: String = PATH_DOT,
         recursive: bool = opt(boolean(false)),
         max_depth: usize = opt(int(1, Some(20), Some(1))),
-        max_entries: usize = opt(int(1, Some(10_000), Some(1_000))),
+        max_entries: usize = opt(int(1, Some(LIST_DIR_MAX_ENTRIES), Some(1_000))),
         include_hidden: bool = opt(boolean(false)),
         include_ignored: bool = opt(boolean(false)),
         sort: ListSort = opt(choice(ListSort::NAMES, Some(ListSort::Name.as_str()))),
@@ -295,7 +310,7 @@ tool_args! {
         exclude_patterns: Vec<String> = opt(Kind::StrList),
         include_hidden: bool = opt(boolean(false)),
         include_ignored: bool = opt(boolean(false)),
-        max_results: usize = opt(int(1, Some(50_000), Some(5_000))),
+        max_results: usize = opt(int(1, Some(LIST_FILES_MAX_RESULTS), Some(5_000))),
         sort: FilesSort = opt(choice(FilesSort::NAMES, Some(FilesSort::Path.as_str()))),
     }
 }
@@ -311,7 +326,7 @@ tool_args! {
         glob: Option<String> = opt(string()),
         exclude_globs: Vec<String> = opt(Kind::StrList),
         context_lines: usize = opt(int(0, Some(5), Some(0))),
-        max_results: usize = opt(int(1, Some(10_000), Some(1_000))),
+        max_results: usize = opt(int(1, Some(SEARCH_MAX_RESULTS), Some(1_000))),
         max_preview_bytes: usize = opt(int(80, Some(4_096), Some(512))),
     }
 }
@@ -381,7 +396,7 @@ tool_args! {
     pub struct GitStatusArgs {
         path: String = PATH_DOT,
         include_untracked: bool = opt(boolean(true)),
-        max_entries: usize = opt(int(1, Some(10_000), Some(1_000))),
+        max_entries: usize = opt(int(1, Some(GIT_STATUS_MAX_ENTRIES), Some(1_000))),
     }
 }
 
@@ -393,7 +408,7 @@ tool_args! {
         staged: bool = opt(boolean(false)),
         unstaged: bool = opt(boolean(true)),
         context_lines: u32 = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64))),
-        max_bytes: usize = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64))),
+        max_bytes: usize = opt(int(1, Some(GIT_MAX_BYTES_LIMIT), Some(GIT_MAX_BYTES as u64))),
     }
 }
 
@@ -415,7 +430,7 @@ tool_args! {
         paths: Vec<String> = opt(Kind::StrList),
         include_diff: bool = opt(boolean(true)),
         context_lines: Option<u32> = opt(int(0, Some(20), Some(GIT_CONTEXT_LINES as u64))),
-        max_bytes: Option<usize> = opt(int(1, Some(MIB), Some(GIT_MAX_BYTES as u64))),
+        max_bytes: Option<usize> = opt(int(1, Some(GIT_MAX_BYTES_LIMIT), Some(GIT_MAX_BYTES as u64))),
     }
 }
 

@@ -9,7 +9,8 @@ use ctm_workspace_fs::{
 use serde_json::{Map, json};
 
 use crate::catalog::{
-    FilesSort, ListDirArgs, ListFilesArgs, ListSort, ReadFileArgs, SearchTextArgs, ViewImageArgs,
+    FilesSort, LIST_DIR_MAX_ENTRIES, LIST_FILES_MAX_RESULTS, ListDirArgs, ListFilesArgs, ListSort,
+    ReadFileArgs, SEARCH_MAX_RESULTS, SearchTextArgs, ViewImageArgs,
 };
 use crate::envelope::{ToolError, ToolSuccess};
 use crate::errors::{fs_error, join_error};
@@ -371,7 +372,7 @@ pub async fn list_dir(ws: &Workspace, args: ListDirArgs) -> Result<ToolSuccess, 
     }
     if l.truncated {
         text.push_str(&format!(
-            "[truncated: showing the first {max} entries; raise max_entries (up to 10000) or list a subdirectory]\n"
+            "[truncated: showing the first {max} entries; raise max_entries (up to {LIST_DIR_MAX_ENTRIES}) or list a subdirectory]\n"
         ));
     }
     let mut warnings = walk_warnings(&l.warnings);
@@ -415,7 +416,7 @@ pub async fn list_files(ws: &Workspace, args: ListFilesArgs) -> Result<ToolSucce
     }
     if l.truncated {
         text.push_str(&format!(
-            "[truncated: showing the first {max} files; raise max_results (up to 50000), narrow patterns, or list a subdirectory]\n"
+            "[truncated: showing the first {max} files; raise max_results (up to {LIST_FILES_MAX_RESULTS}), narrow patterns, or list a subdirectory]\n"
         ));
     }
     let mut warnings = walk_warnings(&l.warnings);
@@ -485,7 +486,7 @@ pub async fn search_text(ws: &Workspace, args: SearchTextArgs) -> Result<ToolSuc
             format!("at least {}", o.total_matches)
         };
         text.push_str(&format!(
-            "[showing {} of {total} matches (max_results={max}); narrow the query, path or globs, or raise max_results (up to 10000)]\n",
+            "[showing {} of {total} matches (max_results={max}); narrow the query, path or globs, or raise max_results (up to {SEARCH_MAX_RESULTS})]\n",
             o.matches.len()
         ));
     }

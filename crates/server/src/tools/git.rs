@@ -10,8 +10,8 @@ use serde_json::{Map, json};
 use ctm_workspace_fs::{FsError, Kind};
 
 use crate::catalog::{
-    GIT_CONTEXT_LINES, GIT_MAX_BYTES, GitBlameArgs, GitDiffArgs, GitLogArgs, GitShowArgs,
-    GitStatusArgs,
+    GIT_CONTEXT_LINES, GIT_MAX_BYTES, GIT_MAX_BYTES_LIMIT, GIT_STATUS_MAX_ENTRIES, GitBlameArgs,
+    GitDiffArgs, GitLogArgs, GitShowArgs, GitStatusArgs,
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::{fs_error, git_error, git_stuck, join_error};
@@ -148,7 +148,7 @@ pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSucc
     }
     if s.truncated {
         text.push_str(&format!(
-            "[truncated at max_entries={max}; raise it (up to 10000) or pass a narrower path]\n"
+            "[truncated at max_entries={max}; raise it (up to {GIT_STATUS_MAX_ENTRIES}) or pass a narrower path]\n"
         ));
     }
     let entries = s
@@ -289,7 +289,7 @@ fn omitted_hint(d: &DiffOutcome, tool: &str, call: impl Fn(&[String]) -> String)
     let left = d.omitted_paths();
     Some(if left.is_empty() {
         format!(
-            "[truncated by max_bytes: the file is longer than the budget; raise max_bytes (up to 1048576) or lower context_lines in {tool}]"
+            "[truncated by max_bytes: the file is longer than the budget; raise max_bytes (up to {GIT_MAX_BYTES_LIMIT}) or lower context_lines in {tool}]"
         )
     } else {
         format!(
@@ -547,7 +547,7 @@ pub async fn git_show(server: &Server, args: GitShowArgs) -> Result<ToolSuccess,
             let (content, truncated) = (file.content, file.truncated);
             let mut text = content.clone();
             if truncated {
-                text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to 1048576)]"));
+                text.push_str(&format!("\n[truncated at max_bytes={max} of {total} bytes; raise max_bytes (up to {GIT_MAX_BYTES_LIMIT})]"));
             }
             let t = truncation(&content, truncated, "output truncated");
             let result = GitShowResult {
