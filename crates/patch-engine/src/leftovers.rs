@@ -55,13 +55,12 @@ pub fn clean_leftovers(ws: &Workspace) -> Leftovers {
     let mut out = Leftovers::default();
     let listing = Globs::new(&[format!("{TEMP_PREFIX}*")], &[]).and_then(|globs| {
         let root = ws.resolve_lexically(".")?;
-        let req = FilesRequest {
-            globs,
-            include_hidden: true,
-            include_ignored: true,
-            max_results: usize::MAX,
-            sort: SortKey::Name,
-        };
+        let mut req = FilesRequest::default();
+        req.globs = globs;
+        req.include_hidden = true;
+        req.include_ignored = true;
+        req.max_results = usize::MAX;
+        req.sort = SortKey::Name;
         list_files(ws, &root, &req)
     });
     let entries = match listing {

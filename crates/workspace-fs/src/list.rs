@@ -442,9 +442,9 @@ fn split(patterns: &[String]) -> Result<(GlobSet, GlobSet), FsError> {
 }
 
 /// A `list_files` request; [`Default`] lists every file by path, at most
-/// 5,000, without hidden or ignored ones. Not yet `#[non_exhaustive]`:
-/// `ctm-patch-engine` still builds one field by field.
+/// 5,000, without hidden or ignored ones.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FilesRequest {
     /// Include and exclude globs.
     pub globs: Globs,

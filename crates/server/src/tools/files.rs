@@ -398,13 +398,12 @@ pub async fn list_files(ws: &Workspace, args: ListFilesArgs) -> Result<ToolSucce
     let path = args.path;
     let mut include = args.patterns;
     include.extend(args.glob);
-    let req = FilesRequest {
-        globs: globs(include, args.exclude_patterns)?,
-        include_hidden: args.include_hidden,
-        include_ignored: args.include_ignored,
-        max_results: args.max_results,
-        sort: files_sort(args.sort),
-    };
+    let mut req = FilesRequest::default();
+    req.globs = globs(include, args.exclude_patterns)?;
+    req.include_hidden = args.include_hidden;
+    req.include_ignored = args.include_ignored;
+    req.max_results = args.max_results;
+    req.sort = files_sort(args.sort);
     let max = req.max_results;
     let l = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::list_files(ws, p, &req)
