@@ -1086,20 +1086,6 @@ tool_result! {
 }
 
 tool_result! {
-    /// The private runtime directory, or why there is none.
-    pub struct RuntimeReport {
-        runtime_dir: Option<WirePath>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        home: Option<WirePath>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        tmpdir: Option<WirePath>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_dir: Option<WirePath>,
-        error: Option<String>,
-    }
-}
-
-tool_result! {
     /// What `check_exec_environment` answers: the reference's flat fields,
     /// then ours.
     pub struct CheckExecEnvironmentResult {
@@ -1118,7 +1104,7 @@ tool_result! {
         gates: GateReport,
         landlock: LandlockReport,
         environment: EnvironmentReport,
-        runtime: RuntimeReport,
+        runtime: super::server_info::RuntimeReport,
         sandbox: SandboxReport,
         limits: CommandLimits,
         active_commands: usize,
@@ -1243,22 +1229,7 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let g = server.gates();
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
-    let runtime = match &server.runtime_dirs {
-        Ok(d) => RuntimeReport {
-            runtime_dir: Some(d.root().into()),
-            home: Some(d.home().into()),
-            tmpdir: Some(d.tmp().into()),
-            cache_dir: Some(d.cache().into()),
-            error: None,
-        },
-        Err(e) => RuntimeReport {
-            runtime_dir: None,
-            home: None,
-            tmpdir: None,
-            cache_dir: None,
-            error: Some(e.to_string()),
-        },
-    };
+    let runtime = super::server_info::runtime_report(server);
     let text = format!(
         "Exec environment: {} mode | Landlock {} | network {} | shell expansion {} | inline scripts {}",
         server.config.permission_mode.as_str(),

@@ -167,6 +167,26 @@ tool_result! {
     }
 }
 
+/// The runtime directory of commands, or why there is none.
+pub fn runtime_report(server: &Server) -> RuntimeReport {
+    match &server.runtime_dirs {
+        Ok(d) => RuntimeReport {
+            runtime_dir: Some(d.root().into()),
+            home: Some(d.home().into()),
+            tmpdir: Some(d.tmp().into()),
+            cache_dir: Some(d.cache().into()),
+            error: None,
+        },
+        Err(e) => RuntimeReport {
+            runtime_dir: None,
+            home: None,
+            tmpdir: None,
+            cache_dir: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
 tool_result! {
     /// Where commands run, in one word, and where to read the rest.
     pub struct SandboxSummary {
@@ -278,22 +298,7 @@ pub fn run(server: &Server) -> ToolSuccess {
     let gates = server.gates();
     let tools: Vec<&'static str> = server.tools().map(|t| t.name).collect();
     let dirs = server.runtime_dirs.as_ref().ok();
-    let runtime = match &server.runtime_dirs {
-        Ok(d) => RuntimeReport {
-            runtime_dir: Some(d.root().into()),
-            home: Some(d.home().into()),
-            tmpdir: Some(d.tmp().into()),
-            cache_dir: Some(d.cache().into()),
-            error: None,
-        },
-        Err(e) => RuntimeReport {
-            runtime_dir: None,
-            home: None,
-            tmpdir: None,
-            cache_dir: None,
-            error: Some(e.to_string()),
-        },
-    };
+    let runtime = runtime_report(server);
     let r = &server.limits.retention;
     let ll = landlock_support();
     let network_allowed = gates.network == ctm_exec_runtime::GateState::Allowed;
