@@ -765,6 +765,9 @@ impl OAuthServer {
         Ok((client_id, redirect_uri))
     }
 
+    /// The password page. Its form posts to `authorize`, relative to the
+    /// page, so it reaches this server through whatever path prefix a
+    /// reverse proxy mounted it under (and stays within `form-action 'self'`).
     fn authorize_page(&self, query: &str, base: &str) -> AuthResponse {
         let (p, repeated) = form::parse(query);
         if !repeated.is_empty() {
@@ -796,7 +799,7 @@ impl OAuthServer {
         AuthResponse::html(
             200,
             format!(
-                "<!doctype html><meta charset=\"utf-8\"><title>Authorize coding-tools-mcp</title><body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>Authorize access</h1><p>Client <code>{}</code> asks to use the coding tools of this workspace (run commands, change files). Enter the server's authorization password to allow it.</p><form method=\"post\" action=\"/oauth/authorize\">{hidden}<input type=\"password\" name=\"password\" autofocus required> <button type=\"submit\">Allow</button></form>",
+                "<!doctype html><meta charset=\"utf-8\"><title>Authorize coding-tools-mcp</title><body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>Authorize access</h1><p>Client <code>{}</code> asks to use the coding tools of this workspace (run commands, change files). Enter the server's authorization password to allow it.</p><form method=\"post\" action=\"authorize\">{hidden}<input type=\"password\" name=\"password\" autofocus required> <button type=\"submit\">Allow</button></form>",
                 html_escape(p.get("client_id").map(String::as_str).unwrap_or(""))
             ),
         )

@@ -1,4 +1,9 @@
 //! The server card served at `/.well-known/mcp.json`.
+//!
+//! Paths in it are relative to the server's root; [`at_base`] adds the
+//! absolute URLs of the request's canonical base (the public URL behind a
+//! trusted proxy, prefix included), so a client that read the card through
+//! a proxy finds the endpoint through it too.
 
 use ctm_protocol_eras::{SERVER_NAME, SERVER_TITLE, SERVER_VERSION, all_versions_newest_first};
 use serde_json::{Value, json};
@@ -49,4 +54,58 @@ pub fn server_card(server: &Server) -> Value {
             "annotationOverride": crate::tools::annotation_override_json(server),
         },
     })
+}
+
+/// `card` as served under `base` (`scheme://host[:port][/prefix]`):
+/// `transport.url` is the endpoint's absolute URL, and with OAuth the
+/// metadata and endpoint URLs are absolute (`authorizationUrl` and
+/// `tokenUrl`, as the Python original names them).
+pub fn at_base(mut card: Value, base: &str) -> Value {
+    let base = base.trim_end_matches('/');
+    card["transport"]["url"] = json!(format!("{base}/mcp"));
+    if let Some(oauth) = card["auth"]["oauth"].as_object_mut() {
+        for key in [
+            "protected_resource_metadata",
+            "authorization_server_metadata",
+            "registration_endpoint",
+        ] {
+            if let Some(path) = oauth.get(key).and_then(Value::as_str) {
+                let url = format!("{base}{path}");
+                oauth.insert(key.to_owned(), json!(url));
+            }
+        }
+        card["auth"]["authorizationUrl"] = json!(format!("{base}/oauth/authorize"));
+        card["auth"]["tokenUrl"] = json!(format!("{base}/oauth/token"));
+    }
+    card
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_follow_the_base() {
+        let card = json!({
+            "transport": {"endpoint": "/mcp"},
+            "auth": {"type": "oauth2", "oauth": {"registration_endpoint": "/oauth/register"}},
+        });
+        let c = at_base(card, "https://proxy.example/w/alpha/");
+        assert_eq!(c["transport"]["url"], "https://proxy.example/w/alpha/mcp");
+        assert_eq!(c["transport"]["endpoint"], "/mcp");
+        assert_eq!(
+            c["auth"]["oauth"]["registration_endpoint"],
+            "https://proxy.example/w/alpha/oauth/register"
+        );
+        assert_eq!(
+            c["auth"]["tokenUrl"],
+            "https://proxy.example/w/alpha/oauth/token"
+        );
+        let plain = at_base(
+            json!({"transport": {}, "auth": {"type": "none"}}),
+            "http://h:1",
+        );
+        assert_eq!(plain["transport"]["url"], "http://h:1/mcp");
+        assert!(plain["auth"].get("tokenUrl").is_none());
+    }
 }

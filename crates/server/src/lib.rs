@@ -284,7 +284,10 @@ async fn run(
         max_body_bytes: limits.max_body_bytes,
         extra_allowed_origins: server.config.allowed_origins.clone(),
         deployment_wait_secs: server.config.max_wait_secs,
-        server_card: card::server_card(&server),
+        server_card: {
+            let card = card::server_card(&server);
+            ctm_transport_http::CardSource(Arc::new(move |base| card::at_base(card.clone(), base)))
+        },
         header_read_timeout: Duration::from_secs(limits.header_read_timeout_secs),
         body_read_timeout: Duration::from_secs(limits.body_read_timeout_secs),
         max_connections: limits.max_http_connections,

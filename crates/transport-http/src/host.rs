@@ -12,20 +12,27 @@
 //!
 //! with no port or the bound port (the configured URL's own port too, for
 //! its host). A request without `Host` (HTTP/1.0) is served.
-//! With `CODING_TOOLS_MCP_TRUST_PROXY_HEADERS`, a request carrying
-//! `X-Forwarded-Host` is judged by that instead (the proxy is trusted to set
-//! it); when a server URL is also configured it must name that URL's host.
+//! With `CODING_TOOLS_MCP_TRUST_PROXY_HEADERS`, a request carrying any
+//! forwarded header (see [`crate::forwarded`]) is judged by the proxy's view
+//! instead: the public host is `X-Forwarded-Host` (or `Forwarded: host=`, or
+//! the `Host` the proxy passed on), the scheme `X-Forwarded-Proto` (`http`
+//! for a loopback host and `https` otherwise when it is absent or neither),
+//! and `X-Forwarded-Prefix` the path the proxy mounts the server under. When
+//! a server URL is also configured, a forwarded host must name that URL's
+//! host and the URL wins whole.
 //!
-//! The canonical base URL (OAuth issuer and resource) is the
-//! configured URL; else, with trusted proxy headers present, the forwarded
-//! scheme and host; else `http://<name>:<bound port>` with the name the
-//! accepted `Host` used (one of this server's own names; the port always
-//! comes from the socket) or the connection's address. A `Host` naming
-//! another server is refused before any of this. Tokens are bound to
+//! The canonical base URL (OAuth issuer and resource, the server card's
+//! URLs) is the configured URL; else, with trusted proxy headers present,
+//! `proto://host[:port]/prefix`; else `http://<name>:<bound port>` with the
+//! name the accepted `Host` used (one of this server's own names; the port
+//! always comes from the socket) or the connection's address. A `Host`
+//! naming another server is refused before any of this. Tokens are bound to
 //! [`token_audience`]: the canonical URL when it was configured or
 //! forwarded, else the bound socket.
 
 use std::net::{IpAddr, SocketAddr};
+
+use crate::forwarded::{Forwarded, parse_prefix};
 
 /// `host[:port]`, the host lowercased (IPv6 in brackets).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,37 +137,60 @@ pub struct Arrival {
 pub enum HostRefusal {
     /// The host does not name this server.
     Foreign,
+    /// A trusted forwarded header (named) is not a usable value.
+    Malformed(&'static str),
+}
+
+/// The canonical base URL of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canonical {
+    /// `scheme://host[:port][/path]`, without a trailing slash.
+    pub base: String,
+    /// Whether the name is the operator's (a configured URL) or a trusted
+    /// proxy's, rather than one of the server's own addresses.
+    pub named: bool,
+}
+
+impl Canonical {
+    fn own(base: String) -> Self {
+        Self { base, named: false }
+    }
+
+    fn named(base: String) -> Self {
+        Self { base, named: true }
+    }
 }
 
 /// Checks `host` (the request's `Host` or target authority) and, with
-/// trusted proxy headers, `forwarded` (`X-Forwarded-Host`, first value) and
-/// `forwarded_proto`; returns the canonical base URL.
+/// trusted proxy headers, the proxy's view `forwarded`; returns the
+/// canonical base URL.
 pub fn canonical_base(
     configured: Option<&Configured>,
     arrival: Arrival,
     host: Option<&str>,
-    forwarded: Option<(&str, Option<&str>)>,
-) -> Result<String, HostRefusal> {
-    if let Some((fh, proto)) = forwarded {
-        let a = Authority::parse(fh).ok_or(HostRefusal::Foreign)?;
-        return match configured {
-            Some(c) if c.authority.host == a.host => Ok(c.base.clone()),
-            Some(_) => Err(HostRefusal::Foreign),
-            None => {
-                let proto = match proto.map(|p| p.trim().to_ascii_lowercase()) {
-                    Some(p) if p == "https" => "https",
-                    _ => "http",
-                };
-                let port = a.port.map(|p| format!(":{p}")).unwrap_or_default();
-                Ok(format!("{proto}://{}{port}", a.host))
+    forwarded: Option<&Forwarded>,
+) -> Result<Canonical, HostRefusal> {
+    match (forwarded, configured) {
+        (Some(f), None) => {
+            if let Some(public) = f.host.as_deref().or(host) {
+                return proxied_base(f, public).map(Canonical::named);
             }
-        };
+        }
+        (Some(Forwarded { host: Some(fh), .. }), Some(c)) => {
+            let a = Authority::parse(fh).ok_or(HostRefusal::Malformed("X-Forwarded-Host"))?;
+            return if c.authority.host == a.host {
+                Ok(Canonical::named(c.base.clone()))
+            } else {
+                Err(HostRefusal::Foreign)
+            };
+        }
+        _ => {}
     }
     let port = arrival.bound.port();
     let Some(host) = host else {
         return Ok(match configured {
-            Some(c) => c.base.clone(),
-            None => format!("http://{}:{port}", ip_host(arrival.local.ip())),
+            Some(c) => Canonical::named(c.base.clone()),
+            None => Canonical::own(format!("http://{}:{port}", ip_host(arrival.local.ip()))),
         });
     };
     let a = Authority::parse(host).ok_or(HostRefusal::Foreign)?;
@@ -174,14 +204,64 @@ pub fn canonical_base(
         let configured_name =
             a.host == c.authority.host && a.port.is_none_or(|p| p == port || p == c.port);
         if configured_name || (own_name && own_port) {
-            return Ok(c.base.clone());
+            return Ok(Canonical::named(c.base.clone()));
         }
         return Err(HostRefusal::Foreign);
     }
     if own_name && own_port {
-        Ok(format!("http://{}:{port}", a.host))
+        Ok(Canonical::own(format!("http://{}:{port}", a.host)))
     } else {
         Err(HostRefusal::Foreign)
+    }
+}
+
+/// `proto://host[:port]/prefix` from a trusted proxy's view, `public` being
+/// the host it names.
+fn proxied_base(f: &Forwarded, public: &str) -> Result<String, HostRefusal> {
+    let a = Authority::parse(public).ok_or(HostRefusal::Malformed("X-Forwarded-Host"))?;
+    let prefix = match f.prefix.as_deref() {
+        Some(p) => parse_prefix(p).ok_or(HostRefusal::Malformed("X-Forwarded-Prefix"))?,
+        None => String::new(),
+    };
+    // As the Python original: a scheme that is neither is inferred, and
+    // only a loopback name is assumed to be plain HTTP.
+    let proto = match f.proto.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("https") => "https",
+        Some("http") => "http",
+        _ if is_loopback_name(&a.host) => "http",
+        _ => "https",
+    };
+    let port = a.port.map(|p| format!(":{p}")).unwrap_or_default();
+    Ok(format!("{proto}://{}{port}{prefix}", a.host))
+}
+
+/// `localhost`, an IPv4 loopback address or `[::1]`.
+fn is_loopback_name(host: &str) -> bool {
+    host == "localhost"
+        || host == "[::1]"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `(scheme, host, port)` of an `http(s)` URL or origin, lowercased, the
+/// port defaulted from the scheme: what two origins must share to be one.
+fn origin_parts(url: &str, path_allowed: bool) -> Option<(String, String, u16)> {
+    let (scheme, rest) = url.trim().split_once("://")?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path_allowed && !path.is_empty() {
+        return None;
+    }
+    let c = Configured::parse(&format!("{scheme}://{authority}"))?;
+    Some((scheme.to_ascii_lowercase(), c.authority.host, c.port))
+}
+
+/// Whether `origin` (an `Origin` header) is the origin of the public base
+/// URL `base`: a page served by the site the server is published under.
+pub fn is_public_origin(origin: &str, base: &str) -> bool {
+    match (origin_parts(origin, false), origin_parts(base, true)) {
+        (Some(o), Some(b)) => o == b,
+        _ => false,
     }
 }
 
@@ -240,7 +320,7 @@ mod tests {
             "localhost",
             "127.0.0.1",
         ] {
-            let base = canonical_base(None, at, Some(ok), None).unwrap();
+            let base = canonical_base(None, at, Some(ok), None).unwrap().base;
             assert!(base.ends_with(":8000"), "{ok} {base}");
         }
         for bad in [
@@ -258,7 +338,7 @@ mod tests {
             );
         }
         assert_eq!(
-            canonical_base(None, at, None, None).unwrap(),
+            canonical_base(None, at, None, None).unwrap().base,
             "http://127.0.0.1:8000"
         );
     }
@@ -267,7 +347,9 @@ mod tests {
     fn wildcard_bind_and_configured_url() {
         let lan = arrival("0.0.0.0:8000", "192.168.1.5:8000");
         assert_eq!(
-            canonical_base(None, lan, Some("192.168.1.5:8000"), None).unwrap(),
+            canonical_base(None, lan, Some("192.168.1.5:8000"), None)
+                .unwrap()
+                .base,
             "http://192.168.1.5:8000"
         );
         assert!(canonical_base(None, lan, Some("0.0.0.0:8000"), None).is_ok());
@@ -283,7 +365,7 @@ mod tests {
             "192.168.1.5:8000",
         ] {
             assert_eq!(
-                canonical_base(Some(&c), lan, Some(ok), None).unwrap(),
+                canonical_base(Some(&c), lan, Some(ok), None).unwrap().base,
                 "https://MCP.example.com",
                 "{ok}"
             );
@@ -292,23 +374,106 @@ mod tests {
         assert!(canonical_base(Some(&c), lan, Some("mcp.example.com:9"), None).is_err());
     }
 
+    fn proxy(host: Option<&str>, proto: Option<&str>, prefix: Option<&str>) -> Forwarded {
+        Forwarded {
+            host: host.map(str::to_owned),
+            proto: proto.map(str::to_owned),
+            prefix: prefix.map(str::to_owned),
+        }
+    }
+
     #[test]
     fn trusted_proxy_headers() {
         let at = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        let base = |host: Option<&str>, f: &Forwarded| canonical_base(None, at, host, Some(f));
+        let f = proxy(Some("MCP.example.com"), Some("HTTPS"), None);
+        assert_eq!(
+            base(Some("backend:8000"), &f),
+            Ok(Canonical::named("https://mcp.example.com".into()))
+        );
+        let f = proxy(
+            Some("mcp.example.com:8443"),
+            Some("https"),
+            Some("/w/alpha/"),
+        );
+        assert_eq!(
+            base(None, &f).unwrap().base,
+            "https://mcp.example.com:8443/w/alpha"
+        );
+        // No forwarded host: the Host the proxy passed on names the server.
+        let f = proxy(None, Some("http"), Some("/w/beta"));
+        assert_eq!(
+            base(Some("public.example"), &f).unwrap().base,
+            "http://public.example/w/beta"
+        );
+        // A missing or unknown scheme is inferred from the host.
+        for (host, want) in [
+            ("mcp.example.com", "https://mcp.example.com"),
+            ("127.0.0.1:9000", "http://127.0.0.1:9000"),
+            ("localhost", "http://localhost"),
+            ("[::1]:1", "http://[::1]:1"),
+        ] {
+            for proto in [None, Some("ftp"), Some("")] {
+                assert_eq!(
+                    base(None, &proxy(Some(host), proto, None)).unwrap().base,
+                    want
+                );
+            }
+        }
+        // Malformed values are refused, not guessed around.
+        assert_eq!(
+            base(None, &proxy(Some("a@b"), None, None)),
+            Err(HostRefusal::Malformed("X-Forwarded-Host"))
+        );
+        assert_eq!(
+            base(None, &proxy(Some("a"), None, Some("/x/../y"))),
+            Err(HostRefusal::Malformed("X-Forwarded-Prefix"))
+        );
+        // A configured URL wins whole; a forwarded host must be its host.
+        let c = Configured::parse("https://mcp.example.com/w/x").unwrap();
+        let with = |f: &Forwarded| canonical_base(Some(&c), at, Some("127.0.0.1:8000"), Some(f));
+        let f = proxy(Some("mcp.example.com"), Some("http"), Some("/other"));
+        assert_eq!(with(&f).unwrap().base, "https://mcp.example.com/w/x");
+        assert_eq!(
+            with(&proxy(Some("evil.example"), None, None)),
+            Err(HostRefusal::Foreign)
+        );
+        // Without a forwarded host the usual Host check applies.
+        assert!(with(&proxy(None, Some("https"), None)).unwrap().named);
         assert_eq!(
             canonical_base(
-                None,
+                Some(&c),
                 at,
-                Some("backend:8000"),
-                Some(("mcp.example.com", Some("https")))
-            )
-            .unwrap(),
-            "https://mcp.example.com"
+                Some("evil.example"),
+                Some(&proxy(None, Some("https"), None))
+            ),
+            Err(HostRefusal::Foreign)
         );
-        let c = Configured::parse("https://mcp.example.com").unwrap();
-        assert!(canonical_base(Some(&c), at, None, Some(("mcp.example.com", None))).is_ok());
-        assert!(canonical_base(Some(&c), at, None, Some(("evil.example", None))).is_err());
-        assert!(canonical_base(None, at, None, Some(("a@b", None))).is_err());
+    }
+
+    #[test]
+    fn public_origins() {
+        let base = "https://MCP.example.com/w/alpha";
+        for ok in [
+            "https://mcp.example.com",
+            "https://mcp.example.com:443",
+            "HTTPS://mcp.example.com/",
+        ] {
+            assert!(is_public_origin(ok, base), "{ok}");
+        }
+        for bad in [
+            "http://mcp.example.com",
+            "https://mcp.example.com:8443",
+            "https://evil.example",
+            "https://mcp.example.com.evil.example",
+            "https://mcp.example.com/w/alpha",
+            "null",
+            "",
+        ] {
+            assert!(!is_public_origin(bad, base), "{bad}");
+        }
+        assert!(is_public_origin("http://h:8080", "http://h:8080"));
+        assert!(!is_public_origin("http://h", "http://h:8080"));
     }
 
     #[test]

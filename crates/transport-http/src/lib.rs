@@ -14,13 +14,16 @@
 //!
 //! Every request must name this server in `Host` (`403` otherwise; see
 //! `host`), which also fixes the canonical URL OAuth issues and verifies
-//! tokens for. Each client address may hold a bounded share of the
+//! tokens for and the server card names. Behind a reverse proxy trusted with
+//! `CODING_TOOLS_MCP_TRUST_PROXY_HEADERS`, the proxy's `X-Forwarded-*`
+//! headers name it instead (see `forwarded`). Each client address may hold a bounded share of the
 //! connection slots, and failed credentials from an address make it back off
 //! (`429` with `Retry-After`; see `throttle`).
 //!
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
+mod forwarded;
 mod host;
 mod length;
 mod origin;
@@ -29,4 +32,4 @@ mod stall;
 mod throttle;
 
 pub use origin::is_loopback_origin;
-pub use service::{BUDGET_HEADER, EventSink, HttpConfig, serve};
+pub use service::{BUDGET_HEADER, CardSource, EventSink, HttpConfig, serve};

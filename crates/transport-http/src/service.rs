@@ -27,7 +27,10 @@ use crate::stall::WriteDeadline;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::host::{Arrival, Configured, HostRefusal, canonical_base, token_audience};
+use crate::forwarded::Forwarded;
+use crate::host::{
+    Arrival, Canonical, Configured, HostRefusal, canonical_base, is_public_origin, token_audience,
+};
 use crate::length::{LengthGuard, MARKER};
 use crate::origin::is_loopback_origin;
 use crate::throttle::{
@@ -52,8 +55,9 @@ pub struct HttpConfig {
     pub extra_allowed_origins: Vec<String>,
     /// The deployment wait budget in seconds (`--max-wait-secs`).
     pub deployment_wait_secs: u64,
-    /// The server card served at the well-known paths.
-    pub server_card: Value,
+    /// The server card served at the well-known paths, built for the
+    /// request's canonical base URL.
+    pub server_card: CardSource,
     /// How long a client may take to send its request headers.
     pub header_read_timeout: Duration,
     /// How long a client may take to send its request body once the headers
@@ -76,10 +80,28 @@ pub struct HttpConfig {
     /// besides the server's own addresses it answers to, and the OAuth
     /// issuer and audience (see [`crate::host`]).
     pub public_base_url: Option<String>,
-    /// Honour `X-Forwarded-Proto`/`X-Forwarded-Host` (behind a trusted proxy).
+    /// Honour `X-Forwarded-Host`/`-Proto`/`-Prefix` and `Forwarded`
+    /// (behind a trusted proxy; see [`crate::forwarded`]).
     pub trust_proxy_headers: bool,
     /// Receives transport events for the trace (`auth_failure`).
     pub events: Option<EventSink>,
+}
+
+/// What builds the server card for a canonical base URL.
+#[derive(Clone)]
+pub struct CardSource(pub Arc<dyn Fn(&str) -> Value + Send + Sync>);
+
+impl CardSource {
+    /// A card that does not depend on the URL it is served at.
+    pub fn fixed(card: Value) -> Self {
+        Self(Arc::new(move |_| card.clone()))
+    }
+}
+
+impl std::fmt::Debug for CardSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CardSource")
+    }
 }
 
 /// A receiver of transport events: a name and its fields.
@@ -345,16 +367,17 @@ impl<D> State<D> {
 }
 
 async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, peer: Peer) -> Resp {
-    let (base, audience) = match base_url(&state, &req, peer.arrival) {
+    let (canonical, audience) = match base_url(&state, &req, peer.arrival) {
         Ok(b) => b,
         Err(refusal) => return refusal,
     };
+    let base = canonical.base.as_str();
     let origin = req
         .headers()
         .get(header::ORIGIN)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if let Some(o) = &origin
-        && !origin_allowed(&state.config, o)
+        && !origin_allowed(&state.config, o, &canonical)
     {
         let err = refusal(
             "Origin denied: this Origin may not call the server",
@@ -369,10 +392,9 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
-        oauth(&state, req, &base, &audience, peer.remote.ip()).await
+        oauth(&state, req, base, &audience, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(refused) = authorized(&state, req.headers(), &base, &audience, peer.remote.ip())
-        {
+        if let Err(refused) = authorized(&state, req.headers(), base, &audience, peer.remote.ip()) {
             refused
         } else if req.method() == Method::POST {
             post_mcp(&state, req).await
@@ -380,10 +402,11 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
             method_not_allowed("POST")
         }
     } else if CARD_PATHS.contains(&path.as_str()) {
+        let card = || (state.config.server_card.0)(base);
         match *req.method() {
-            Method::GET => respond(StatusCode::OK, Some(&state.config.server_card)),
+            Method::GET => respond(StatusCode::OK, Some(&card())),
             Method::HEAD => {
-                let mut r = respond(StatusCode::OK, Some(&state.config.server_card));
+                let mut r = respond(StatusCode::OK, Some(&card()));
                 *r.body_mut() = Full::new(Bytes::new());
                 r
             }
@@ -417,12 +440,12 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
 
 /// The canonical base URL of this request and its token audience (see
 /// [`crate::host`]), or the refusal of a `Host` that does not name this
-/// server.
+/// server or of a malformed trusted forwarded header.
 fn base_url<D>(
     state: &State<D>,
     req: &Request<Incoming>,
     arrival: Arrival,
-) -> Result<(String, String), Resp> {
+) -> Result<(Canonical, String), Resp> {
     let hosts: Vec<&HeaderValue> = req.headers().get_all(header::HOST).iter().collect();
     let refuse = |status: StatusCode, message: &str| {
         let err = refusal(message, "host_not_allowed");
@@ -445,31 +468,30 @@ fn base_url<D>(
         }
         (None, None) => None,
     };
-    let first = |name: &str| {
-        req.headers().get(name).map(|v| {
-            v.to_str()
-                .unwrap_or("\u{0}")
-                .split(',')
-                .next()
-                .unwrap_or("")
-                .trim()
-        })
-    };
+    // Without the flag a forwarded header is anyone's claim: never read.
     let forwarded = if state.config.trust_proxy_headers {
-        first("x-forwarded-host").map(|h| (h, first("x-forwarded-proto")))
+        Forwarded::from_headers(req.headers())
     } else {
         None
     };
-    let named = state.configured.is_some() || forwarded.is_some();
-    match canonical_base(state.configured.as_ref(), arrival, host, forwarded) {
-        Ok(b) => {
-            let audience = token_audience(&b, named, arrival);
-            Ok((b, audience))
+    match canonical_base(state.configured.as_ref(), arrival, host, forwarded.as_ref()) {
+        Ok(c) => {
+            let audience = token_audience(&c.base, c.named, arrival);
+            Ok((c, audience))
         }
         Err(HostRefusal::Foreign) => refuse(
             StatusCode::FORBIDDEN,
             "Host not allowed: this server answers only to its own addresses (loopback names on a loopback connection) and CODING_TOOLS_MCP_SERVER_URL",
         ),
+        Err(HostRefusal::Malformed(name)) => {
+            let err = refusal(
+                &format!(
+                    "{name} from the trusted proxy is malformed: fix the proxy's configuration"
+                ),
+                "forwarded_header_malformed",
+            );
+            Err(respond(StatusCode::BAD_REQUEST, Some(&err)))
+        }
     }
 }
 
@@ -664,8 +686,13 @@ async fn oauth<D: Dispatcher>(
     r
 }
 
-fn origin_allowed(config: &HttpConfig, origin: &str) -> bool {
-    is_loopback_origin(origin) || config.extra_allowed_origins.iter().any(|o| o == origin)
+/// A loopback origin, a configured one, or the public origin the server is
+/// published under (its configured URL's or its trusted proxy's), whose
+/// pages are same-origin with it.
+fn origin_allowed(config: &HttpConfig, origin: &str, canonical: &Canonical) -> bool {
+    is_loopback_origin(origin)
+        || config.extra_allowed_origins.iter().any(|o| o == origin)
+        || (canonical.named && is_public_origin(origin, &canonical.base))
 }
 
 fn preflight() -> Resp {

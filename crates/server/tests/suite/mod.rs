@@ -10,6 +10,7 @@ mod lifecycle;
 mod namespace;
 mod oauth;
 mod patch;
+mod proxy;
 mod sandbox;
 mod security;
 mod stdio;

@@ -16,7 +16,7 @@ const SECRET_HEX: &str = "00112233445566778899aabbccddeeff00112233445566778899aa
 const PASSWORD: &str = "correct horse battery staple";
 const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
-fn start(extra_env: &[(&str, &str)]) -> HttpServer {
+pub(super) fn start(extra_env: &[(&str, &str)]) -> HttpServer {
     let ws = workspace();
     let mut cmd = command(ws.path(), &["--port", "0", "--oauth-mode"]);
     cmd.env("CODING_TOOLS_MCP_OAUTH_PASSWORD", PASSWORD)
@@ -121,14 +121,14 @@ fn authorize(s: &HttpServer, url: &str) -> std::collections::HashMap<String, Str
         .collect()
 }
 
-fn call_with(s: &HttpServer, token: &str) -> HttpResponse {
+pub(super) fn call_with(s: &HttpServer, token: &str) -> HttpResponse {
     s.post(
         &call(1, "server_info", json!({})),
         &[("Authorization", &format!("Bearer {token}"))],
     )
 }
 
-fn mint(aud: &str, exp: u64) -> String {
+pub(super) fn mint(aud: &str, exp: u64) -> String {
     let key = ring::hmac::Key::new(
         ring::hmac::HMAC_SHA256,
         &(0..32)
@@ -699,7 +699,7 @@ fn redirect_uris_with_userinfo_are_not_loopback() {
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
 
-fn now() -> u64 {
+pub(super) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
