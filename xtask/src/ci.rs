@@ -106,6 +106,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     crate::harness::run(&[])?;
     phase("token budgets: the scripted session of cargo xtask tokens (issue 19)");
     crate::tokens::run(&["--budgets".into()])?;
+    phase("behind nginx: two backends on two routes, the Python SDK through the proxy");
+    crate::proxy::run(&[])?;
     phase("load: 10 s over HTTP, 10 s over stdio, 10 s with hostile clients");
     // Short load runs over both transports (`cargo xtask load` runs 60 s on demand).
     crate::load::run(&["--secs".into(), "10".into()])?;
@@ -146,33 +148,40 @@ fn namespace_tier_available() -> bool {
     let bwrap_missing = Command::new("bwrap").arg("--version").output().is_err();
     if bwrap_missing {
         eprintln!("installing bubblewrap (Debian package) for the namespace tier's tests");
-        let root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0"));
-        let apt = |args: &[&str]| {
-            let mut c = if root {
-                Command::new("apt-get")
-            } else {
-                let mut c = Command::new("sudo");
-                c.args(["-n", "apt-get"]);
-                c
-            };
-            c.args(args)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !apt(&["install", "-y", "-qq", "bubblewrap"]) {
-            let _ = apt(&["update", "-qq"]);
-            let _ = apt(&["install", "-y", "-qq", "bubblewrap"]);
-        }
+        apt_install("bubblewrap");
     }
     probe()
 }
 
+/// Installs a Debian package with `apt-get` (as root, or with password-less
+/// `sudo`), updating the package lists once if the first attempt fails.
+/// Whether it succeeded.
+pub fn apt_install(package: &str) -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let apt = |args: &[&str]| {
+        let mut c = if root {
+            Command::new("apt-get")
+        } else {
+            let mut c = Command::new("sudo");
+            c.args(["-n", "apt-get"]);
+            c
+        };
+        c.args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    apt(&["install", "-y", "-qq", package]) || {
+        let _ = apt(&["update", "-qq"]);
+        apt(&["install", "-y", "-qq", package])
+    }
+}
+
 /// Creates `target/py-venv` with the Python SDK, once.
-fn python_venv() -> Result<PathBuf> {
+pub fn python_venv() -> Result<PathBuf> {
     let venv = target_dir().join("py-venv");
     let python = venv.join("bin/python");
     let marker = venv.join(format!(".installed-{PYTHON_SDK}"));

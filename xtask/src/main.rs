@@ -22,6 +22,10 @@
 //!   parity checked per call; with `--peer`, the same session against
 //!   another server and the ratios; `--budgets` fails when our run
 //!   exceeds the budgets of issue 19.
+//! * `proxy` — the server behind nginx (installed with `apt-get` when
+//!   missing): two backends on two routes with trusted forwarded headers,
+//!   the official Python SDK client through the proxy in every era, and
+//!   forged headers checked with and without the trust flag.
 //! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
 //!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
@@ -38,6 +42,7 @@ mod fuzz;
 mod harness;
 mod load;
 mod peer;
+mod proxy;
 mod schema;
 mod tokens;
 
@@ -50,7 +55,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T]>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy>"
         );
     };
     match cmd.as_str() {
@@ -62,6 +67,7 @@ fn main() -> Result<()> {
         "load" => load::run(rest),
         "fuzz" => fuzz::run(rest),
         "tokens" => tokens::run(rest),
+        "proxy" => proxy::run(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }
