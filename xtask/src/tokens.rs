@@ -355,8 +355,9 @@ struct Call {
 struct Run {
     server: String,
     instructions_bytes: usize,
-    /// (tool, catalog bytes, bytes of descriptions inside its inputSchema)
-    catalog: Vec<(String, usize, usize)>,
+    /// (tool, catalog bytes, bytes of descriptions inside its inputSchema,
+    /// bytes of the whole tool as tools/list serves it)
+    catalog: Vec<(String, usize, usize, usize)>,
     calls: Vec<Call>,
     polled_calls: usize,
     read_pages: usize,
@@ -369,6 +370,9 @@ impl Run {
     }
     fn schema_description_bytes(&self) -> usize {
         self.catalog.iter().map(|c| c.2).sum()
+    }
+    fn tools_list_bytes(&self) -> usize {
+        self.catalog.iter().map(|c| c.3).sum()
     }
     fn text(&self, bulk: Option<bool>) -> usize {
         self.select(bulk).map(|c| c.text_bytes).sum()
@@ -391,7 +395,8 @@ impl Run {
             "instructions_bytes": self.instructions_bytes,
             "catalog_bytes": self.catalog_bytes(),
             "catalog_schema_description_bytes": self.schema_description_bytes(),
-            "catalog": self.catalog.iter().map(|(name, bytes, desc)| json!({"tool": name, "bytes": bytes, "schema_description_bytes": desc})).collect::<Vec<_>>(),
+            "tools_list_bytes": self.tools_list_bytes(),
+            "catalog": self.catalog.iter().map(|(name, bytes, desc, whole)| json!({"tool": name, "bytes": bytes, "schema_description_bytes": desc, "tools_list_bytes": whole})).collect::<Vec<_>>(),
             "calls": self.count(None),
             "small_calls": self.count(Some(false)),
             "bulk_calls": self.count(Some(true)),
@@ -855,8 +860,10 @@ fn drive(cmd: &mut Command, label: &'static str) -> Result<Run> {
 }
 
 /// tools/list, per tool: the bytes of name + description + inputSchema as
-/// compact JSON, and of the descriptions inside the inputSchema.
-fn catalog(s: &mut Session) -> Result<Vec<(String, usize, usize)>> {
+/// compact JSON, of the descriptions inside the inputSchema, and of the
+/// whole tool as served (outputSchema, annotations and title too: what a
+/// client fetches and caches, most of which the model does not see).
+fn catalog(s: &mut Session) -> Result<Vec<(String, usize, usize, usize)>> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -882,6 +889,7 @@ fn catalog(s: &mut Session) -> Result<Vec<(String, usize, usize)>> {
                 tool["name"].as_str().unwrap_or("?").to_owned(),
                 full,
                 full - bare,
+                tool.to_string().len(),
             ));
         }
         match r["nextCursor"].as_str() {
@@ -1275,7 +1283,7 @@ fn print_report(ours: &Run, peer: Option<&Run>) {
     if let Some(p) = peer {
         println!("| tool | ours B | of which schema descriptions | peer B | ours/peer |");
         println!("|---|---:|---:|---:|---:|");
-        for (name, bytes, desc) in &ours.catalog {
+        for (name, bytes, desc, _) in &ours.catalog {
             let theirs = p.catalog.iter().find(|c| &c.0 == name).map(|c| c.1);
             println!(
                 "| {name} | {bytes} | {desc} | {} | {} |",
@@ -1283,7 +1291,7 @@ fn print_report(ours: &Run, peer: Option<&Run>) {
                 theirs.map_or("–".into(), |b| ratio(*bytes, b))
             );
         }
-        for (name, bytes, _) in &p.catalog {
+        for (name, bytes, _, _) in &p.catalog {
             if !ours.catalog.iter().any(|c| &c.0 == name) {
                 println!("| {name} (peer only) | – | – | {bytes} | – |");
             }
@@ -1291,7 +1299,7 @@ fn print_report(ours: &Run, peer: Option<&Run>) {
     } else {
         println!("| tool | B | of which schema descriptions |");
         println!("|---|---:|---:|");
-        for (name, bytes, desc) in &ours.catalog {
+        for (name, bytes, desc, _) in &ours.catalog {
             println!("| {name} | {bytes} | {desc} |");
         }
     }
@@ -1306,6 +1314,10 @@ fn print_report(ours: &Run, peer: Option<&Run>) {
         (
             "of which descriptions inside inputSchemas",
             Box::new(Run::schema_description_bytes),
+        ),
+        (
+            "tools/list as served (with outputSchema; fetched once, mostly not shown to the model)",
+            Box::new(Run::tools_list_bytes),
         ),
         (
             "`instructions` (initialize)",

@@ -107,7 +107,9 @@ impl GitRepo {
             });
         }
         let start = start.max(1);
-        if start > total {
+        // Past the end, or an `end_line` before `start_line`: no lines (gix
+        // refuses an empty range).
+        if start > total || end.is_some_and(|e| e < start) {
             return Ok(BlameOutcome {
                 lines: Vec::new(),
                 total_lines: total,

@@ -118,6 +118,10 @@ error_codes! {
 pub const FIX_ARGUMENTS: &str =
     "Fix the arguments to match the tool's inputSchema (tools/list), then call again.";
 
+/// The advice of arguments that match the schema but not each other (an
+/// `end_line` before `start_line`): in `details.retry_hint`, not the text.
+pub const FIX_INCONSISTENT_ARGUMENTS: &str = "Fix the arguments and call again.";
+
 /// A tool failure: an `isError: true` result, never a JSON-RPC error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError {
@@ -281,7 +285,10 @@ pub fn error_text(e: &ToolError) -> String {
         e.message,
         e.category.as_str(),
     );
-    if !e.recovery.is_empty() && e.recovery != FIX_ARGUMENTS {
+    if !e.recovery.is_empty()
+        && e.recovery != FIX_ARGUMENTS
+        && e.recovery != FIX_INCONSISTENT_ARGUMENTS
+    {
         text.push_str("\nRetry: ");
         text.push_str(&e.recovery);
     }

@@ -119,7 +119,7 @@ pub fn fs_error(e: FsError) -> ToolError {
             ErrorCode::InvalidArgument,
             msg,
             json!({"reason": "inconsistent_arguments", "problem": m}),
-            crate::envelope::FIX_ARGUMENTS,
+            crate::envelope::FIX_INCONSISTENT_ARGUMENTS,
         ),
         // The reference's code for a file that is no image it shows.
         FsError::NotAnImage { path, reason } => err(
@@ -550,11 +550,22 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
                     r.path.as_deref().unwrap_or("the executable"),
                     config.permission_mode.as_str()
                 ),
-                _ => format!(
-                    "{} is closed in {} mode; the operator can {grant}.",
-                    r.permission.as_str(),
-                    config.permission_mode.as_str()
-                ),
+                _ => {
+                    let instead = match r.permission.as_str() {
+                        "shell_expansion" => {
+                            "write the command without $(...), ${...} or backticks"
+                        }
+                        "inline_script" => {
+                            "put the code in a file with apply_patch and run the file"
+                        }
+                        _ => "do the work without it",
+                    };
+                    format!(
+                        "The {} gate is closed in {} mode: {instead}, or ask the operator to {grant}.",
+                        r.permission.as_str(),
+                        config.permission_mode.as_str()
+                    )
+                }
             };
             let mut refusal = err(
                 ErrorCode::PermissionRequired,

@@ -121,7 +121,12 @@ pub fn object(fields: Vec<(&'static str, Value, bool)>) -> Value {
         }
         properties.insert(name.to_owned(), schema);
     }
-    json!({ "type": "object", "properties": properties, "required": required })
+    let mut schema = json!({ "type": "object", "properties": properties });
+    // No required field: no `required` (the same schema, shorter).
+    if !required.is_empty() {
+        schema["required"] = Value::Array(required);
+    }
+    schema
 }
 
 /// Declares a result struct once: serde serializes it in field order and
@@ -177,11 +182,12 @@ pub fn tool_schema(result: Option<Value>) -> Value {
     let mut properties = Map::new();
     properties.insert("ok".into(), json!({"type": "boolean"}));
     properties.insert("error".into(), error_schema());
+    // Open (JSON Schema's default): a failure may carry fields of its own,
+    // such as `status`.
     let mut schema = json!({
         "type": "object",
         "properties": {},
         "required": ["ok"],
-        "additionalProperties": true,
     });
     if let Some(result) = result {
         if let Some(Value::Object(p)) = result.get("properties") {
@@ -189,11 +195,12 @@ pub fn tool_schema(result: Option<Value>) -> Value {
                 properties.insert(k.clone(), v.clone());
             }
         }
-        let required = result.get("required").cloned().unwrap_or(json!([]));
-        if required.as_array().is_some_and(|r| !r.is_empty()) {
-            schema["if"] = json!({"properties": {"ok": {"const": true}}});
-            schema["then"] = json!({"required": required});
+        schema["if"] = json!({"properties": {"ok": {"const": true}}});
+        if let Some(required) = result.get("required") {
+            schema["then"] = json!({ "required": required });
         }
+        // A failure always says why.
+        schema["else"] = json!({"required": ["error"]});
     }
     schema["properties"] = Value::Object(properties);
     schema
@@ -207,10 +214,9 @@ fn error_schema() -> Value {
             "message": {"type": "string"},
             "category": {"type": "string", "enum": ["validation", "security", "permission", "runtime", "not_found", "conflict", "internal"]},
             "retryable": {"type": "boolean"},
-            "details": {"type": "object", "additionalProperties": true},
+            "details": {"type": "object"},
         },
         "required": ["code", "message", "category", "retryable", "details"],
-        "additionalProperties": true,
     })
 }
 

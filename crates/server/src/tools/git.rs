@@ -692,6 +692,14 @@ pub async fn git_blame(server: &Server, args: GitBlameArgs) -> Result<ToolSucces
     let start = args.start_line;
     let end = args.end_line;
     let max = args.max_lines;
+    if let Some(e) = end.filter(|e| *e < start) {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArgument,
+            format!("end_line ({e}) must be >= start_line ({start})"),
+            json!({"reason": "inconsistent_arguments", "start_line": start, "end_line": e}),
+            crate::envelope::FIX_INCONSISTENT_ARGUMENTS,
+        ));
+    }
     let opts = BlameOptions::default().lines(start, end).max_lines(max);
     let (r2, p2) = (rev.clone(), path.clone());
     let b = match with_repo(server, move |r| r.blame(&r2, &p2, &opts)).await {

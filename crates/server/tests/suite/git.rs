@@ -113,6 +113,18 @@ fn the_five_git_tools() {
     assert_eq!(v["error"]["code"], "PATH_OUTSIDE_WORKSPACE");
     let v = sc(&s.request(&call(9, "git_blame", json!({"path": "missing.txt"}))));
     assert_eq!(v["error"]["code"], "NOT_FOUND");
+    // An end before the start is the caller's mistake, not a server fault
+    // (gix panicked on the empty range: INTERNAL_ERROR, retryable).
+    let v = sc(&s.request(&call(
+        10,
+        "git_blame",
+        json!({"path": "a.txt", "start_line": 3, "end_line": 2}),
+    )));
+    assert_eq!(
+        (v["error"]["code"].clone(), v["error"]["retryable"].clone()),
+        (json!("INVALID_ARGUMENT"), json!(false)),
+        "{v}"
+    );
 }
 
 #[test]

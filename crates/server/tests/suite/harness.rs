@@ -471,7 +471,7 @@ pub fn assert_conforms(tool: &str, answer: &Value) {
 
 /// The JSON Schema keywords our output schemas use: `type` (one or a
 /// list), `properties`, `required`, `items`, `enum`, `const`,
-/// `additionalProperties: false`, `anyOf`, and `if`/`then`.
+/// `additionalProperties: false`, `anyOf`, and `if`/`then`/`else`.
 pub fn conforms(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
     let type_name = |v: &Value| match v {
         Value::Null => "null",
@@ -533,10 +533,15 @@ pub fn conforms(v: &Value, schema: &Value, at: &str) -> Result<(), String> {
             conforms(item, s, &format!("{at}[{i}]"))?;
         }
     }
-    if let (Some(cond), Some(then)) = (schema.get("if"), schema.get("then"))
-        && conforms(v, cond, at).is_ok()
-    {
-        conforms(v, then, at)?;
+    if let Some(cond) = schema.get("if") {
+        let branch = if conforms(v, cond, at).is_ok() {
+            schema.get("then")
+        } else {
+            schema.get("else")
+        };
+        if let Some(b) = branch {
+            conforms(v, b, at)?;
+        }
     }
     Ok(())
 }

@@ -449,6 +449,7 @@ fn the_output_schema_check_can_fail() {
         "required": ["ok"],
         "if": {"properties": {"ok": {"const": true}}},
         "then": {"required": ["n"]},
+        "else": {"required": ["error"]},
     });
     assert!(
         conforms(
@@ -459,7 +460,8 @@ fn the_output_schema_check_can_fail() {
         .is_ok()
     );
     assert!(conforms(&json!({"ok": true, "n": null}), &schema, "$").is_ok());
-    assert!(conforms(&json!({"ok": false}), &schema, "$").is_ok());
+    assert!(conforms(&json!({"ok": false, "error": {}}), &schema, "$").is_ok());
+    assert!(conforms(&json!({"ok": false}), &schema, "$").is_err());
     for either in [json!("s"), json!({"a": 1}), json!(null)] {
         let v = json!({"ok": true, "n": 1, "either": either});
         assert!(conforms(&v, &schema, "$").is_ok(), "{v}");
