@@ -10,6 +10,9 @@
 //!   and `read_file` of a 5 MB file (paged by its continuations) against `cat`.
 //!   Server operations are timed end to end: request written to answer read,
 //!   on one running server.
+//! * over HTTP: `tools/list` and `read_file` with 1, 4 and 16 clients, and
+//!   the cost of `--metrics`: `read_file` on a server with it against one
+//!   without, in alternating batches.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -55,9 +58,8 @@ pub fn run(args: &[String]) -> Result<()> {
     if want("startup") {
         startup(&binary, runs, peer.as_deref())?;
     }
-    let tree = generate_tree()?;
     if want("files") {
-        file_tools(&binary, &tree, runs, peer.as_deref())?;
+        file_tools(&binary, &generate_tree()?, runs, peer.as_deref())?;
     }
     if want("patch") {
         apply_patch(&binary, runs, peer.as_deref())?;
@@ -66,10 +68,11 @@ pub fn run(args: &[String]) -> Result<()> {
         exec(&binary, runs, peer.as_deref())?;
     }
     if want("git") {
-        git_tools(&binary, &tree, runs, peer.as_deref())?;
+        git_tools(&binary, &generate_tree()?, runs, peer.as_deref())?;
     }
     if want("http") {
         http_latency(&binary, runs)?;
+        metrics_overhead(&binary, runs)?;
     }
     Ok(())
 }
@@ -158,6 +161,131 @@ fn http_latency(binary: &Path, runs: usize) -> Result<()> {
     })();
     let _ = server.kill();
     let _ = server.wait();
+    result
+}
+
+/// What `--metrics` costs a request: `read_file` over HTTP, one client,
+/// on a server with metrics against the same server without, in
+/// alternating batches (so drift of the machine hits both alike), each
+/// request on a new connection; the p50 of each and their ratio. Two
+/// sessions, the second starting the servers in the other order: two
+/// servers without metrics differ by a few percent by start order alone.
+fn metrics_overhead(binary: &Path, runs: usize) -> Result<()> {
+    let ws = tempfile::tempdir()?;
+    let body: String = (0..200)
+        .map(|l| format!("line {l} of a small file\n"))
+        .collect();
+    std::fs::write(ws.path().join("small.txt"), body)?;
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for metrics_first in [false, true] {
+        overhead_session(
+            binary,
+            ws.path(),
+            runs,
+            metrics_first,
+            &mut without,
+            &mut with,
+        )?;
+    }
+    let p50 = |v: &mut Vec<Duration>| {
+        v.sort_unstable();
+        v[v.len() / 2].as_secs_f64() * 1000.0
+    };
+    let (p_with, p_without) = (p50(&mut with), p50(&mut without));
+    println!(
+        "| read_file over HTTP with --metrics, 1 client, p50 [{} requests each] | {p_with:.3} | without --metrics | {p_without:.3} | {:.3}x |",
+        with.len(),
+        p_with / p_without
+    );
+    Ok(())
+}
+
+/// One session of [`metrics_overhead`]: both servers started (the one with
+/// metrics first or second), timed in alternating batches, then stopped.
+fn overhead_session(
+    binary: &Path,
+    ws: &Path,
+    runs: usize,
+    metrics_first: bool,
+    without: &mut Vec<Duration>,
+    with: &mut Vec<Duration>,
+) -> Result<()> {
+    let flags: [&[&str]; 2] = if metrics_first {
+        [&["--metrics"], &[]]
+    } else {
+        [&[], &["--metrics"]]
+    };
+    let mut servers = Vec::new();
+    for extra in flags {
+        match crate::conformance::start_http(binary, ws, extra, &[]) {
+            Ok(s) => servers.push((s, !extra.is_empty())),
+            Err(e) => {
+                for ((mut child, _), _) in servers {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(e);
+            }
+        }
+    }
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "small.txt"}}}).to_string();
+    let batch = 25usize;
+    let rounds = (runs * 20 / batch).max(4);
+    let result = (|| -> Result<()> {
+        let time_batch = |url: &str, into: &mut Vec<Duration>| -> Result<()> {
+            for _ in 0..batch {
+                let started = Instant::now();
+                let raw = crate::conformance::http_post_raw(url, &request, &[])?;
+                into.push(started.elapsed());
+                let (status, answer) = crate::conformance::parse_response(&raw)?;
+                if status != 200
+                    || answer
+                        .as_ref()
+                        .is_none_or(|a| a["result"]["isError"] != false)
+                {
+                    bail!("read_file: status {status}, answer {answer:?}");
+                }
+            }
+            Ok(())
+        };
+        let url = |metrics: bool| {
+            servers
+                .iter()
+                .find(|(_, m)| *m == metrics)
+                .map(|((_, url), _)| url.clone())
+                .unwrap_or_default()
+        };
+        let (off_url, on_url) = (url(false), url(true));
+        // Warm both (page cache, allocator, the first connection).
+        time_batch(&off_url, &mut Vec::new())?;
+        time_batch(&on_url, &mut Vec::new())?;
+        for round in 0..rounds {
+            // Alternate which goes first, so neither always follows the other.
+            if round % 2 == 0 {
+                time_batch(&off_url, without)?;
+                time_batch(&on_url, with)?;
+            } else {
+                time_batch(&on_url, with)?;
+                time_batch(&off_url, without)?;
+            }
+        }
+        // The scrape a Prometheus would take: the calls were counted.
+        let (status, scrape) =
+            crate::conformance::http_get(&on_url.replace("/mcp", "/metrics"), &[])?;
+        let counted = String::from_utf8_lossy(&scrape).lines().any(|l| {
+            l.starts_with(
+                "coding_tools_mcp_tool_calls_total{code=\"\",outcome=\"ok\",tool=\"read_file\"}",
+            )
+        });
+        if status != 200 || !counted {
+            bail!("GET /metrics: status {status}, read_file calls not counted");
+        }
+        Ok(())
+    })();
+    for ((mut child, _), _) in servers {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     result
 }
 

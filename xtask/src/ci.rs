@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Result, bail};
+use serde_json::json;
 
 use crate::{build_server, cargo, phase, root, run_cmd, target_dir};
 
@@ -102,6 +103,8 @@ pub fn run(_args: &[String]) -> Result<()> {
     let _ = http.kill();
     let _ = http.wait();
     vectors?;
+    phase("promtool check metrics: a --metrics scrape after a mixed workload (issue 20)");
+    promtool_check(&binary)?;
     phase("the coding loop: a whole agent task through the binary");
     crate::harness::run(&[])?;
     phase("token budgets: the scripted session of cargo xtask tokens (issue 19)");
@@ -116,6 +119,12 @@ pub fn run(_args: &[String]) -> Result<()> {
     crate::load::run(&["--secs".into(), "10".into(), "--abuse".into()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
+}
+
+/// `cargo xtask metrics`: the promtool phase of `ci` alone.
+pub fn metrics(_args: &[String]) -> Result<()> {
+    let binary = build_server(false)?;
+    promtool_check(&binary)
 }
 
 /// Whether `bwrap` runs a sandbox like a command's here, after installing
@@ -154,9 +163,9 @@ fn namespace_tier_available() -> bool {
 }
 
 /// Installs a Debian package with `apt-get` (as root, or with password-less
-/// `sudo`), updating the package lists once if the first attempt fails.
-/// Whether it succeeded.
+/// sudo); `apt-get update` runs when an install fails, at most once per run.
 pub fn apt_install(package: &str) -> bool {
+    static UPDATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -174,10 +183,95 @@ pub fn apt_install(package: &str) -> bool {
             .status()
             .is_ok_and(|s| s.success())
     };
-    apt(&["install", "-y", "-qq", package]) || {
-        let _ = apt(&["update", "-qq"]);
-        apt(&["install", "-y", "-qq", package])
+    let install = || apt(&["install", "-y", "-qq", "--no-install-recommends", package]);
+    if install() {
+        return true;
     }
+    if UPDATED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return false;
+    }
+    let _ = apt(&["update", "-qq"]);
+    install()
+}
+
+/// `promtool check metrics` (Debian package `prometheus`, installed when
+/// missing) on a scrape of `--metrics` after a mixed workload: tool calls
+/// that succeed and fail, a command, refusals. Required under `CI`; a
+/// developer's machine without it is told and skips it.
+fn promtool_check(binary: &Path) -> Result<()> {
+    let have = || {
+        Command::new("promtool")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have() {
+        eprintln!("installing prometheus (Debian package) for promtool");
+        apt_install("prometheus");
+    }
+    if !have() {
+        if std::env::var_os("CI").is_some() {
+            bail!("promtool is missing (apt-get install prometheus)");
+        }
+        eprintln!(
+            "NOTE: no promtool here (apt-get install prometheus): the exposition is not linted"
+        );
+        return Ok(());
+    }
+    let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n")?;
+    let (mut server, url) = crate::conformance::start_http(binary, ws.path(), &["--metrics"], &[])?;
+    let result = (|| -> Result<()> {
+        let base = url.trim_end_matches("/mcp");
+        let calls = [
+            json!({"name": "read_file", "arguments": {"path": "notes.txt"}}),
+            json!({"name": "read_file", "arguments": {"path": "missing.txt"}}),
+            json!({"name": "list_dir", "arguments": {"path": ".", "bogus": true}}),
+            json!({"name": "search_text", "arguments": {"query": "beta"}}),
+            json!({"name": "exec_command", "arguments": {"cmd": "echo hello"}}),
+        ];
+        for (id, params) in calls.iter().enumerate() {
+            let body =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            let (status, _) = crate::conformance::http_post(&url, &body.to_string(), &[])?;
+            if status != 200 {
+                bail!("{params}: status {status}");
+            }
+        }
+        let (status, _) = crate::conformance::http_get(&url, &[])?;
+        if status != 405 {
+            bail!("GET /mcp: status {status}, expected 405");
+        }
+        let (status, scrape) = crate::conformance::http_get(&format!("{base}/metrics"), &[])?;
+        let text = String::from_utf8(scrape)?;
+        if status != 200 || !text.contains("outcome=\"error\"") {
+            bail!("GET /metrics: status {status}:\n{text}");
+        }
+        let mut promtool = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        if let Some(mut stdin) = promtool.stdin.take() {
+            std::io::Write::write_all(&mut stdin, text.as_bytes())?;
+        }
+        let out = promtool.wait_with_output()?;
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            bail!("promtool check metrics failed ({}):\n{said}", out.status);
+        }
+        let series = text.lines().filter(|l| !l.starts_with('#')).count();
+        eprintln!("promtool check metrics: no problems in {series} samples{said}");
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
 }
 
 /// Creates `target/py-venv` with the Python SDK, once.

@@ -191,6 +191,29 @@ pub fn http_post_raw(url: &str, body: &str, headers: &[(String, String)]) -> Res
     Ok(out)
 }
 
+/// One GET on a fresh connection: the status and the body's bytes.
+pub fn http_get(url: &str, headers: &[(String, String)]) -> Result<(u16, Vec<u8>)> {
+    let rest = url.strip_prefix("http://").context("only http:// URLs")?;
+    let (hostport, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
+    let mut s = TcpStream::connect(hostport)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!("GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes())?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no HTTP response")?;
+    let head = String::from_utf8_lossy(&out[..split]);
+    let status = head.split(' ').nth(1).context("no status")?.parse()?;
+    Ok((status, out[split + 4..].to_vec()))
+}
+
 /// The status and JSON body (if any) of a raw HTTP response.
 pub fn parse_response(out: &[u8]) -> Result<(u16, Option<Value>)> {
     let text = String::from_utf8_lossy(out);

@@ -55,7 +55,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics>"
         );
     };
     match cmd.as_str() {
@@ -68,6 +68,7 @@ fn main() -> Result<()> {
         "fuzz" => fuzz::run(rest),
         "tokens" => tokens::run(rest),
         "proxy" => proxy::run(rest),
+        "metrics" => ci::metrics(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }

@@ -60,8 +60,8 @@ pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executabl
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{
     DEFAULT_MAX_OUTPUT_BYTES, Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime,
-    ExecRuntimeBuilder, KillOptions, KillOutcome, KillStatus, OutputPage, Snapshot, Status, Stream,
-    TierReport, WaitEnd, WaitOptions,
+    ExecRuntimeBuilder, KillOptions, KillOutcome, KillStatus, OutputPage, PoolStats, Snapshot,
+    Status, Stream, TierReport, WaitEnd, WaitOptions,
 };
 pub use roots::{
     SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,

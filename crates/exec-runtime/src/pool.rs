@@ -100,6 +100,19 @@ pub enum ExecError {
     Unrepresentable(String),
 }
 
+/// A count of what the pool holds ([`ExecRuntime::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Commands with a process alive.
+    pub active: usize,
+    /// Commands whose output the pool holds (alive, or finished and
+    /// readable until pruned).
+    pub retained: usize,
+    /// Bytes of output retained, both streams of every command.
+    pub retained_bytes: u64,
+}
+
 /// How a command ended (or not yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -756,6 +769,25 @@ impl ExecRuntime {
     /// running in the background).
     pub fn active(&self) -> usize {
         self.commands().values().filter(|c| c.alive()).count()
+    }
+
+    /// What the pool holds now: commands alive, commands whose output is
+    /// retained (alive or finished and not yet pruned), and the bytes of
+    /// that output. One pass under the pool's lock.
+    pub fn stats(&self) -> PoolStats {
+        let map = self.commands();
+        let mut stats = PoolStats {
+            retained: map.len(),
+            ..PoolStats::default()
+        };
+        for c in map.values() {
+            let s = c.lock();
+            if s.tree_alive {
+                stats.active += 1;
+            }
+            stats.retained_bytes += (s.stdout.retained() + s.stderr.retained()) as u64;
+        }
+        stats
     }
 
     /// Where commands may read and execute, and the toolchain variables.

@@ -189,6 +189,11 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub trace_file: Option<PathBuf>,
 
+    /// Serve Prometheus metrics on GET /metrics of the HTTP port, behind the
+    /// same authentication as /mcp (HTTP only; off by default: no route)
+    #[arg(long, env = "CODING_TOOLS_MCP_METRICS", value_parser = truthy_parser())]
+    pub metrics: bool,
+
     /// Extra allowed browser Origin for HTTP (repeatable; loopback origins are always allowed)
     #[arg(
         long = "allowed-origin",
@@ -300,6 +305,8 @@ pub struct Config {
     pub trace: TraceLevel,
     pub trace_file: Option<PathBuf>,
     pub allowed_origins: Vec<String>,
+    /// Serve `GET /metrics` (HTTP only).
+    pub metrics: bool,
 }
 
 fn is_loopback_host(host: &str) -> bool {
@@ -484,6 +491,12 @@ impl Cli {
                 self.host
             ));
         }
+        if self.metrics && self.stdio {
+            return Err(
+                "--metrics serves GET /metrics on the HTTP port; it cannot be used with --stdio"
+                    .into(),
+            );
+        }
         if self.max_wait_secs == 0 {
             return Err("--max-wait-secs must be at least 1".into());
         }
@@ -533,6 +546,7 @@ impl Cli {
                 .into_iter()
                 .filter(|o| !o.is_empty())
                 .collect(),
+            metrics: self.metrics,
         })
     }
 }
@@ -621,6 +635,9 @@ mod tests {
         assert!(parse(&["--enable-view-image", "0"]).is_ok_and(|c| !c.view_image));
         assert!(parse(&["--enable-view-image"]).is_ok_and(|c| c.view_image));
         assert!(parse(&["--allow-network"]).is_ok_and(|c| c.allow_network));
+        assert!(parse(&["--metrics"]).is_ok_and(|c| c.metrics));
+        assert!(parse(&[]).is_ok_and(|c| !c.metrics));
+        assert!(parse(&["--metrics", "--stdio"]).is_err());
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod cli;
 mod envelope;
 mod errors;
 mod limits;
+mod metrics;
 mod output;
 mod server;
 mod timestamp;
@@ -117,8 +118,19 @@ pub fn run_command_line() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let metrics = if config.metrics {
+        match metrics::Metrics::new(catalog::enabled_tools(config.view_image).map(|t| t.name)) {
+            Ok(m) => Some(Arc::new(m)),
+            Err(e) => {
+                eprintln!("coding-tools-mcp: error: cannot set up the metrics: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let configured_runtime_root = config.runtime_root.is_some();
-    let server = Arc::new(Server::new(config, workspace, trace));
+    let server = Arc::new(Server::new(config, workspace, trace, metrics));
     if configured_runtime_root && let Err(e) = &server.runtime_dirs {
         eprintln!("coding-tools-mcp: error: {e}");
         return ExitCode::from(2);
@@ -264,6 +276,14 @@ async fn run(
         workspace = %server.workspace.root().display(),
         "serving MCP on http://{local}/mcp"
     );
+    if server.metrics.is_some() {
+        let auth = if server.config.auth_token.is_some() || oauth.is_some() {
+            "with the same credential as /mcp"
+        } else {
+            "without authentication, like /mcp"
+        };
+        tracing::info!("serving Prometheus metrics on http://{local}/metrics, {auth}");
+    }
     let oauth = oauth.map(std::sync::Arc::new);
     if oauth.is_some() && server.config.auth_token.is_some() {
         tracing::info!(
@@ -308,6 +328,12 @@ async fn run(
             let s = server.clone();
             ctm_transport_http::EventSink(Arc::new(move |name, fields| {
                 s.trace.event(name, fields);
+            }))
+        }),
+        metrics: server.metrics.clone().map(|metrics| {
+            ctm_transport_http::MetricsSink(Arc::new(metrics::HttpSink {
+                metrics,
+                exec: server.exec.clone(),
             }))
         }),
     };

@@ -18,6 +18,7 @@ use crate::catalog::{self, ToolSpec};
 use crate::cli::{Config, PermissionMode, ShellEnvInherit};
 use crate::envelope::{RenderOptions, ToolError, render};
 use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::trace::{Trace, redact};
 use crate::{args, tools};
 
@@ -34,12 +35,19 @@ pub struct Server {
     /// Image decodes in flight, for every client (`view_image`).
     pub image_decodes: Arc<tokio::sync::Semaphore>,
     pub trace: Trace,
+    /// Set by `--metrics`: every tool call is counted.
+    pub metrics: Option<Arc<Metrics>>,
     /// The `tools/list` result: fixed for the life of the process.
     tools_listing: std::sync::OnceLock<Value>,
 }
 
 impl Server {
-    pub fn new(config: Config, workspace: Workspace, trace: Trace) -> Self {
+    pub fn new(
+        config: Config,
+        workspace: Workspace,
+        trace: Trace,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Self {
         let runtime_dirs = RuntimeDirs::create(workspace.root(), config.runtime_root.as_deref())
             .map(Arc::new)
             .map_err(Arc::new);
@@ -105,6 +113,7 @@ impl Server {
             limits,
             image_decodes: tools::new_decode_slots(),
             trace,
+            metrics,
             tools_listing: std::sync::OnceLock::new(),
         }
     }
@@ -217,6 +226,10 @@ impl Server {
             Ok(args) => tools::run(self, spec, args, &ctx).await,
             Err(e) => Err(e),
         };
+        if let Some(m) = &self.metrics {
+            let code = outcome.as_ref().err().map(|e| e.code);
+            m.tool_call(spec.name, code, started.elapsed());
+        }
         self.trace_tool_call(spec.name, arguments, &outcome, started);
         Ok(render(
             outcome,

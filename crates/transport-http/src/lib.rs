@@ -12,6 +12,13 @@
 //! The server card is served at `/.well-known/mcp.json` and
 //! `/.well-known/mcp/server-card.json`.
 //!
+//! `GET /healthz` answers `200 ok` to anyone, before the `Host`, `Origin`
+//! and credential checks: a liveness probe needs nothing and learns
+//! nothing. With [`HttpConfig::metrics`] set, connections and responses are
+//! counted and `GET /metrics` serves the exposition behind the same
+//! authentication as `/mcp`; without it `/metrics` is `404` like any
+//! unknown path.
+//!
 //! Every request must name this server in `Host` (`403` otherwise; see
 //! `host`), which also fixes the canonical URL OAuth issues and verifies
 //! tokens for and the server card names. Behind a reverse proxy trusted with
@@ -26,10 +33,14 @@
 mod forwarded;
 mod host;
 mod length;
+mod observe;
 mod origin;
 mod service;
 mod stall;
 mod throttle;
 
+pub use observe::{Exposition, HttpMetrics, MetricsSink};
 pub use origin::is_loopback_origin;
-pub use service::{BUDGET_HEADER, CardSource, EventSink, HttpConfig, serve};
+pub use service::{
+    BUDGET_HEADER, CardSource, EventSink, HEALTH_PATH, HttpConfig, METRICS_PATH, serve,
+};

@@ -32,6 +32,7 @@ use crate::host::{
     Arrival, Canonical, Configured, HostRefusal, canonical_base, is_public_origin, token_audience,
 };
 use crate::length::{LengthGuard, MARKER};
+use crate::observe::{MetricsSink, OpenConnection};
 use crate::origin::is_loopback_origin;
 use crate::throttle::{
     Backoff, Blocked, ConnectionCounts, Credential, FailureKey, GlobalBudget, TraceBudget,
@@ -41,6 +42,10 @@ use crate::throttle::{
 pub const BUDGET_HEADER: &str = "x-coding-tools-budget-secs";
 
 const CARD_PATHS: [&str; 2] = ["/.well-known/mcp.json", "/.well-known/mcp/server-card.json"];
+/// Liveness: answered to anyone, before any other check.
+pub const HEALTH_PATH: &str = "/healthz";
+/// The metrics exposition, a route only when metrics are on.
+pub const METRICS_PATH: &str = "/metrics";
 /// CORS request headers, spelled as the reference spells them (its six
 /// first), then the wait-budget header and the two a stale SDK may still send.
 const ALLOW_HEADERS: &str = "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs, Last-Event-ID, Mcp-Session-Id";
@@ -85,6 +90,9 @@ pub struct HttpConfig {
     pub trust_proxy_headers: bool,
     /// Receives transport events for the trace (`auth_failure`).
     pub events: Option<EventSink>,
+    /// When set, connections and responses are counted and `GET /metrics`
+    /// serves the exposition, behind the same authentication as `/mcp`.
+    pub metrics: Option<MetricsSink>,
 }
 
 /// What builds the server card for a canonical base URL.
@@ -200,8 +208,12 @@ pub async fn serve<D: Dispatcher>(
                 let Some(permit) = per_ip.acquire(peer.ip(), state.config.max_connections_per_ip) else {
                     tracing::debug!("{peer}: too many connections from this address");
                     too_many_connections(stream);
+                    if let Some(m) = &state.config.metrics {
+                        m.0.response(StatusCode::TOO_MANY_REQUESTS.as_u16());
+                    }
                     continue;
                 };
+                let open = OpenConnection::new(state.config.metrics.as_ref());
                 let peer = Peer {
                     remote: peer,
                     arrival: Arrival {
@@ -229,6 +241,7 @@ pub async fn serve<D: Dispatcher>(
                     if let Err(e) = conn.await {
                         tracing::debug!("connection from {} ended: {e}", peer.remote);
                     }
+                    drop(open);
                     drop(permit);
                     drop(slot);
                 });
@@ -367,7 +380,25 @@ impl<D> State<D> {
 }
 
 async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, peer: Peer) -> Resp {
-    let (canonical, audience) = match base_url(&state, &req, peer.arrival) {
+    let resp = route(&state, req, peer).await;
+    if let Some(m) = &state.config.metrics {
+        m.0.response(resp.status().as_u16());
+    }
+    resp
+}
+
+async fn route<D: Dispatcher>(state: &State<D>, req: Request<Incoming>, peer: Peer) -> Resp {
+    // Liveness says nothing and changes nothing: a probe gets it whatever
+    // its Host, Origin or credentials (a load balancer's probe sends none).
+    if req.uri().path() == HEALTH_PATH {
+        let mut r = health(req.method());
+        if req.headers().contains_key(MARKER) {
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        return r;
+    }
+    let (canonical, audience) = match base_url(state, &req, peer.arrival) {
         Ok(b) => b,
         Err(refusal) => return refusal,
     };
@@ -392,14 +423,27 @@ async fn handle<D: Dispatcher>(state: Arc<State<D>>, req: Request<Incoming>, pee
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
-        oauth(&state, req, base, &audience, peer.remote.ip()).await
+        oauth(state, req, base, &audience, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(refused) = authorized(&state, req.headers(), base, &audience, peer.remote.ip()) {
+        if let Err(refused) = authorized(state, req.headers(), base, &audience, peer.remote.ip()) {
             refused
         } else if req.method() == Method::POST {
-            post_mcp(&state, req).await
+            post_mcp(state, req).await
         } else {
             method_not_allowed("POST")
+        }
+    } else if path == METRICS_PATH
+        && let Some(metrics) = &state.config.metrics
+    {
+        // The exposition tells load and failures: the same credential as /mcp.
+        if let Err(refused) = authorized(state, req.headers(), base, &audience, peer.remote.ip()) {
+            refused
+        } else {
+            match *req.method() {
+                Method::GET => exposition(metrics, false),
+                Method::HEAD => exposition(metrics, true),
+                _ => method_not_allowed("GET, HEAD"),
+            }
         }
     } else if CARD_PATHS.contains(&path.as_str()) {
         let card = || (state.config.server_card.0)(base);
@@ -683,6 +727,41 @@ async fn oauth<D: Dispatcher>(
             r.headers_mut().insert(k, v);
         }
     }
+    r
+}
+
+/// `GET`/`HEAD /healthz`: `200 ok` while the server serves HTTP.
+fn health(method: &Method) -> Resp {
+    let body = match *method {
+        Method::GET => Bytes::from_static(b"ok\n"),
+        Method::HEAD => Bytes::new(),
+        _ => return method_not_allowed("GET, HEAD"),
+    };
+    let mut r = Response::new(Full::new(body));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// The metrics exposition, rendered now (`HEAD`: its headers only).
+fn exposition(metrics: &MetricsSink, head: bool) -> Resp {
+    let e = metrics.0.render();
+    let body = if head {
+        Bytes::new()
+    } else {
+        Bytes::from(e.body)
+    };
+    let mut r = Response::new(Full::new(body));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(e.content_type),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 

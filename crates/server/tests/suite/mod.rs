@@ -7,6 +7,7 @@ mod git;
 mod harness;
 mod http;
 mod lifecycle;
+mod metrics;
 mod namespace;
 mod oauth;
 mod patch;
