@@ -8,6 +8,10 @@
 //! this server's resource. It knows HTTP only as plain request/response
 //! structs; the HTTP transport mounts it.
 //!
+//! In resource-server mode (`--oauth-issuer`) another server issues the
+//! tokens: [`IssuerRules::verify`] checks its JWT access tokens (RFC 9068)
+//! against a [`KeySet`] parsed from its JWKS, which the transport fetches.
+//!
 //! ```
 //! let token = ctm_auth::BearerToken::new("s3cret-token").unwrap();
 //! assert!(token.verify_header(b"Bearer s3cret-token"));
@@ -15,9 +19,14 @@
 //! ```
 
 mod form;
+mod jwt;
 mod oauth;
 mod rate;
 
+pub use jwt::{
+    IssuerRules, JwksError, KeySet, LEEWAY_SECS, MAX_KEYS, MAX_TOKEN_BYTES, TokenRejection,
+    unix_now,
+};
 pub use oauth::{
     AuthRequest, AuthResponse, ClientAuth, DEFAULT_MAX_CLIENTS, DEFAULT_UNUSED_CLIENT_TTL,
     MAX_CLIENT_NAME_CHARS, MAX_PENDING_CODES, MAX_REDIRECT_URI_BYTES, MAX_REDIRECT_URIS,
