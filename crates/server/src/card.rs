@@ -17,7 +17,9 @@ pub fn server_card(server: &Server) -> Value {
     let (ro, rw): (Vec<_>, Vec<_>) = server.tools().partition(|t| t.annotations.read_only);
     let names =
         |v: Vec<&crate::catalog::ToolSpec>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
-    let auth = match (server.config.auth_token.is_some(), server.config.oauth_mode) {
+    let issuer = server.config.oauth_issuer.as_deref();
+    let oauth_mode = server.config.oauth_mode || issuer.is_some();
+    let auth = match (server.config.auth_token.is_some(), oauth_mode) {
         (false, false) => {
             json!({ "type": "none", "scheme": null, "header": null, "required": false })
         }
@@ -27,12 +29,19 @@ pub fn server_card(server: &Server) -> Value {
             "header": "Authorization",
             "required": true,
             "static_token": bearer,
-            "oauth": oauth.then(|| json!({
-                "protected_resource_metadata": "/.well-known/oauth-protected-resource",
-                "authorization_server_metadata": "/.well-known/oauth-authorization-server",
-                "registration_endpoint": "/oauth/register",
-                "pkce": ["S256"],
-            })),
+            "oauth": oauth.then(|| match issuer {
+                // Resource-server mode: the authorization server is elsewhere.
+                Some(issuer) => json!({
+                    "protected_resource_metadata": "/.well-known/oauth-protected-resource",
+                    "authorization_servers": [issuer],
+                }),
+                None => json!({
+                    "protected_resource_metadata": "/.well-known/oauth-protected-resource",
+                    "authorization_server_metadata": "/.well-known/oauth-authorization-server",
+                    "registration_endpoint": "/oauth/register",
+                    "pkce": ["S256"],
+                }),
+            }),
         }),
     };
     json!({
@@ -64,6 +73,8 @@ pub fn at_base(mut card: Value, base: &str) -> Value {
     let base = base.trim_end_matches('/');
     card["transport"]["url"] = json!(format!("{base}/mcp"));
     if let Some(oauth) = card["auth"]["oauth"].as_object_mut() {
+        // Resource-server mode: the endpoints are the external issuer's.
+        let built_in = !oauth.contains_key("authorization_servers");
         for key in [
             "protected_resource_metadata",
             "authorization_server_metadata",
@@ -74,8 +85,10 @@ pub fn at_base(mut card: Value, base: &str) -> Value {
                 oauth.insert(key.to_owned(), json!(url));
             }
         }
-        card["auth"]["authorizationUrl"] = json!(format!("{base}/oauth/authorize"));
-        card["auth"]["tokenUrl"] = json!(format!("{base}/oauth/token"));
+        if built_in {
+            card["auth"]["authorizationUrl"] = json!(format!("{base}/oauth/authorize"));
+            card["auth"]["tokenUrl"] = json!(format!("{base}/oauth/token"));
+        }
     }
     card
 }
@@ -107,5 +120,17 @@ mod tests {
         );
         assert_eq!(plain["transport"]["url"], "http://h:1/mcp");
         assert!(plain["auth"].get("tokenUrl").is_none());
+        let external = at_base(
+            json!({"transport": {}, "auth": {"type": "oauth2", "oauth": {
+                "protected_resource_metadata": "/.well-known/oauth-protected-resource",
+                "authorization_servers": ["https://idp.example"],
+            }}}),
+            "http://h:1",
+        );
+        assert_eq!(
+            external["auth"]["oauth"]["protected_resource_metadata"],
+            "http://h:1/.well-known/oauth-protected-resource"
+        );
+        assert!(external["auth"].get("tokenUrl").is_none());
     }
 }

@@ -78,6 +78,22 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_MODE", value_parser = truthy_parser())]
     pub oauth_mode: bool,
 
+    /// Resource-server mode: accept the JWT access tokens (RFC 9068) of this
+    /// external OAuth authorization server, named by its issuer URL (https,
+    /// or http on a loopback host), and serve no OAuth endpoints of our own.
+    /// Exclusive with --oauth-mode
+    #[arg(long, env = "CODING_TOOLS_MCP_OAUTH_ISSUER", value_name = "URL")]
+    pub oauth_issuer: Option<String>,
+
+    /// With --oauth-issuer: a scope every access token must grant (in
+    /// `scope` or `scp`); a token without it is answered 403 insufficient_scope
+    #[arg(
+        long,
+        env = "CODING_TOOLS_MCP_OAUTH_REQUIRED_SCOPE",
+        value_name = "SCOPE"
+    )]
+    pub oauth_required_scope: Option<String>,
+
     /// Serve a non-loopback address without any authentication (anyone who can
     /// reach it can run commands in the workspace)
     #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_UNAUTHENTICATED_REMOTE", value_parser = truthy_parser())]
@@ -286,6 +302,9 @@ pub struct Config {
     pub stdio: bool,
     pub auth_token: Option<String>,
     pub oauth_mode: bool,
+    /// The external authorization server of resource-server mode.
+    pub oauth_issuer: Option<String>,
+    pub oauth_required_scope: Option<String>,
     pub exec_allow_roots: Vec<PathBuf>,
     pub runtime_root: Option<PathBuf>,
     pub shell_env_inherit: ShellEnvInherit,
@@ -426,6 +445,16 @@ impl Cli {
         };
         let mut auth_token = from_file.or(self.auth_token.filter(|t| !t.is_empty()));
         let oauth_mode = self.oauth_mode || self.auth_mode == Some(AuthMode::Oauth);
+        let oauth_issuer = self.oauth_issuer.filter(|u| !u.is_empty());
+        let oauth_required_scope = self.oauth_required_scope.filter(|s| !s.is_empty());
+        if oauth_issuer.is_some() && oauth_mode {
+            return Err(
+                "--oauth-issuer (an external authorization server issues the tokens) and --oauth-mode (this server issues them) are exclusive; choose one".into(),
+            );
+        }
+        if oauth_required_scope.is_some() && oauth_issuer.is_none() {
+            return Err("--oauth-required-scope needs --oauth-issuer".into());
+        }
         // As the reference: a token is generated for a non-loopback bind that
         // has no other authentication, unless noauth was chosen; bearer mode
         // asks for a token on any bind.
@@ -433,6 +462,7 @@ impl Cli {
             && self.generate_auth_token
             && auth_token.is_none()
             && !oauth_mode
+            && oauth_issuer.is_none()
             && match self.auth_mode {
                 Some(AuthMode::Noauth) => false,
                 Some(AuthMode::Bearer) => true,
@@ -466,7 +496,7 @@ impl Cli {
                     .into(),
             );
         }
-        let authenticated = auth_token.is_some() || oauth_mode;
+        let authenticated = auth_token.is_some() || oauth_mode || oauth_issuer.is_some();
         if self.dangerously_fake_readonly_annotations {
             if mode != PermissionMode::Dangerous {
                 return Err(
@@ -487,7 +517,7 @@ impl Cli {
             && !self.allow_unauthenticated_remote
         {
             return Err(format!(
-                "binding {} (not loopback) requires --auth-token or --oauth-mode (or, knowingly, --allow-unauthenticated-remote)",
+                "binding {} (not loopback) requires --auth-token, --oauth-mode or --oauth-issuer (or, knowingly, --allow-unauthenticated-remote)",
                 self.host
             ));
         }
@@ -514,6 +544,8 @@ impl Cli {
             auth_token,
             generated_token: generate,
             oauth_mode,
+            oauth_issuer,
+            oauth_required_scope,
             exec_allow_roots: self
                 .exec_allow_roots
                 .into_iter()
@@ -631,6 +663,17 @@ mod tests {
         assert!(parse(&["--auth-token", "a b"]).is_err());
         assert!(parse(&["--oauth-mode"]).is_ok());
         assert!(parse(&["--host", "0.0.0.0", "--oauth-mode"]).is_ok());
+        let issuer = ["--oauth-issuer", "https://idp.example"];
+        assert!(parse(&issuer).is_ok());
+        assert!(parse(&["--host", "0.0.0.0", issuer[0], issuer[1]]).is_ok());
+        let both = parse(&["--oauth-mode", issuer[0], issuer[1]]).unwrap_err();
+        assert!(both.contains("exclusive"), "{both}");
+        assert!(parse(&["--auth-mode", "oauth", issuer[0], issuer[1]]).is_err());
+        assert!(parse(&["--oauth-required-scope", "mcp"]).is_err());
+        assert!(
+            parse(&[issuer[0], issuer[1], "--oauth-required-scope", "mcp"])
+                .is_ok_and(|c| c.oauth_required_scope.as_deref() == Some("mcp"))
+        );
         assert!(parse(&["--host", "0.0.0.0", "--allow-unauthenticated-remote"]).is_ok());
         assert!(parse(&["--enable-view-image", "0"]).is_ok_and(|c| !c.view_image));
         assert!(parse(&["--enable-view-image"]).is_ok_and(|c| c.view_image));

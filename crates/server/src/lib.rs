@@ -108,6 +108,19 @@ pub fn run_command_line() -> ExitCode {
         },
         _ => None,
     };
+    let issuer = match (&config.oauth_issuer, config.stdio) {
+        (Some(url), false) => {
+            match ctm_transport_http::ExternalIssuer::new(url, config.oauth_required_scope.clone())
+            {
+                Ok(i) => Some(i),
+                Err(reason) => {
+                    eprintln!("coding-tools-mcp: error: {reason}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -135,7 +148,7 @@ pub fn run_command_line() -> ExitCode {
         eprintln!("coding-tools-mcp: error: {e}");
         return ExitCode::from(2);
     }
-    let result = runtime.block_on(run(server.clone(), oauth));
+    let result = runtime.block_on(run(server.clone(), oauth, issuer));
     // Commands end with the server (every process of every command), then
     // its runtime directory goes. Done here rather than left to drops: a
     // task still in flight (a tool call blocked in the kernel, the stdin
@@ -248,6 +261,7 @@ fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
 async fn run(
     server: Arc<Server>,
     oauth: Option<ctm_auth::OAuthServer>,
+    issuer: Option<ctm_transport_http::ExternalIssuer>,
 ) -> std::io::Result<Option<u8>> {
     let dispatcher = Arc::new(SharedServer(server.clone()));
     let mut signals = StopSignals::install();
@@ -299,6 +313,21 @@ async fn run(
             ctm_auth::STRONG_TOKEN_CHARS
         );
     }
+    let issuer = issuer.map(Arc::new);
+    if let Some(i) = &issuer {
+        // Early, so a misconfigured issuer shows at start; not fatal: the
+        // issuer may start after this server, and keys are fetched on use.
+        match i.prefetch().await {
+            Ok(n) => tracing::info!(
+                "resource-server mode: accepting access tokens of {} ({n} key(s))",
+                i.issuer()
+            ),
+            Err(e) => tracing::warn!(
+                "resource-server mode: the keys of {} could not be fetched yet: {e}",
+                i.issuer()
+            ),
+        }
+    }
     let limits = &server.limits;
     let config = ctm_transport_http::HttpConfig {
         max_body_bytes: limits.max_body_bytes,
@@ -319,6 +348,7 @@ async fn run(
             .as_deref()
             .and_then(|t| ctm_auth::BearerToken::new(t).ok()),
         oauth,
+        issuer,
         public_base_url: std::env::var("CODING_TOOLS_MCP_SERVER_URL")
             .ok()
             .filter(|u| !u.is_empty()),

@@ -27,11 +27,17 @@
 //! connection slots, and failed credentials from an address make it back off
 //! (`429` with `Retry-After`; see `throttle`).
 //!
+//! With `--oauth-issuer` the server is a resource server of an external
+//! authorization server: it publishes RFC 9728 metadata naming it, verifies
+//! its JWT access tokens against its fetched JWKS, and serves no OAuth
+//! endpoints of its own (see `issuer`).
+//!
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
 mod forwarded;
 mod host;
+mod issuer;
 mod length;
 mod observe;
 mod origin;
@@ -39,6 +45,10 @@ mod service;
 mod stall;
 mod throttle;
 
+pub use issuer::{
+    ExternalIssuer, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, MAX_KEY_AGE, REFRESH_BURST, REFRESH_EVERY,
+    check_fetch_url,
+};
 pub use observe::{Exposition, HttpMetrics, MetricsSink};
 pub use origin::is_loopback_origin;
 pub use service::{

@@ -46,6 +46,11 @@ const CARD_PATHS: [&str; 2] = ["/.well-known/mcp.json", "/.well-known/mcp/server
 pub const HEALTH_PATH: &str = "/healthz";
 /// The metrics exposition, a route only when metrics are on.
 pub const METRICS_PATH: &str = "/metrics";
+/// RFC 9728 metadata, at the root and in the `/mcp` path form.
+const RESOURCE_METADATA_PATHS: [&str; 2] = [
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+];
 /// CORS request headers, spelled as the reference spells them (its six
 /// first), then the wait-budget header and the two a stale SDK may still send.
 const ALLOW_HEADERS: &str = "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs, Last-Event-ID, Mcp-Session-Id";
@@ -81,6 +86,10 @@ pub struct HttpConfig {
     /// When set, the OAuth 2.1 authorization server is mounted and its
     /// access tokens are accepted on `/mcp`.
     pub oauth: Option<Arc<ctm_auth::OAuthServer>>,
+    /// When set, this server is a pure resource server: it accepts the JWT
+    /// access tokens of this external authorization server and publishes
+    /// RFC 9728 metadata naming it (exclusive with `oauth`).
+    pub issuer: Option<Arc<crate::issuer::ExternalIssuer>>,
     /// The public base URL (`CODING_TOOLS_MCP_SERVER_URL`): the only name
     /// besides the server's own addresses it answers to, and the OAuth
     /// issuer and audience (see [`crate::host`]).
@@ -127,7 +136,7 @@ impl std::fmt::Debug for EventSink {
 
 impl HttpConfig {
     fn auth_required(&self) -> bool {
-        self.bearer.is_some() || self.oauth.is_some()
+        self.bearer.is_some() || self.oauth.is_some() || self.issuer.is_some()
     }
 }
 
@@ -422,10 +431,25 @@ async fn route<D: Dispatcher>(state: &State<D>, req: Request<Incoming>, peer: Pe
     let unusable_length = req.headers().contains_key(MARKER);
     let mut resp = if req.method() == Method::OPTIONS {
         preflight()
+    } else if RESOURCE_METADATA_PATHS.contains(&path.as_str())
+        && let Some(issuer) = &state.config.issuer
+    {
+        let doc = issuer.resource_metadata(&ctm_auth::resource_url(base));
+        match *req.method() {
+            Method::GET => respond(StatusCode::OK, Some(&doc)),
+            Method::HEAD => {
+                let mut r = respond(StatusCode::OK, Some(&doc));
+                *r.body_mut() = Full::new(Bytes::new());
+                r
+            }
+            _ => method_not_allowed("GET, HEAD"),
+        }
     } else if ctm_auth::OAuthServer::handles(&path) && state.config.oauth.is_some() {
         oauth(state, req, base, &audience, peer.remote.ip()).await
     } else if path == "/mcp" {
-        if let Err(refused) = authorized(state, req.headers(), base, &audience, peer.remote.ip()) {
+        if let Err(refused) =
+            authorized(state, req.headers(), base, &audience, peer.remote.ip()).await
+        {
             refused
         } else if req.method() == Method::POST {
             post_mcp(state, req).await
@@ -436,7 +460,9 @@ async fn route<D: Dispatcher>(state: &State<D>, req: Request<Incoming>, peer: Pe
         && let Some(metrics) = &state.config.metrics
     {
         // The exposition tells load and failures: the same credential as /mcp.
-        if let Err(refused) = authorized(state, req.headers(), base, &audience, peer.remote.ip()) {
+        if let Err(refused) =
+            authorized(state, req.headers(), base, &audience, peer.remote.ip()).await
+        {
             refused
         } else {
             match *req.method() {
@@ -540,13 +566,15 @@ fn base_url<D>(
 }
 
 /// `Ok` when no auth is configured or a configured credential matches;
-/// otherwise the refusal: `401`, or `429` while the client backs off after
-/// failed tokens. High-entropy credentials (OAuth access tokens, a static
-/// token of at least [`ctm_auth::STRONG_TOKEN_CHARS`] characters) are
-/// verified first and always served: guessing them is hopeless, so a block
-/// only slows failures and never locks out a client sharing the address.
-/// A shorter static token is checked only when the address is not blocked.
-fn authorized<D>(
+/// otherwise the refusal: `401`, `403` for a valid external token without
+/// the required scope, `503` while an external issuer's keys cannot be
+/// fetched, or `429` while the client backs off after failed tokens.
+/// High-entropy credentials (OAuth access tokens, a static token of at
+/// least [`ctm_auth::STRONG_TOKEN_CHARS`] characters) are verified first
+/// and always served: guessing them is hopeless, so a block only slows
+/// failures and never locks out a client sharing the address. A shorter
+/// static token is checked only when the address is not blocked.
+async fn authorized<D>(
     state: &State<D>,
     headers: &HeaderMap,
     base: &str,
@@ -557,28 +585,46 @@ fn authorized<D>(
     if !config.auth_required() {
         return Ok(());
     }
-    let oauth = config.oauth.is_some();
+    let challenge = Challenge {
+        base,
+        metadata: config.oauth.is_some() || config.issuer.is_some(),
+        scope: config.issuer.as_ref().and_then(|i| i.required_scope()),
+    };
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         // No credential is no guess: the discovery step of every client.
-        return Err(unauthorized(base, oauth, None));
+        return Err(challenge.unauthorized(None));
     };
     let key = FailureKey::address(ip);
     let static_match = config
         .bearer
         .as_ref()
         .filter(|t| t.verify_header(value.as_bytes()));
-    let oauth_verdict = match ctm_auth::bearer_credential(value.as_bytes())
-        .and_then(|t| std::str::from_utf8(t).ok())
-    {
-        None => Err("not a Bearer token"),
-        Some(token) => match &config.oauth {
-            Some(o) => o.verify(token, audience),
-            None => Err("wrong token"),
-        },
+    if static_match.is_some_and(ctm_auth::BearerToken::is_strong) {
+        return Ok(());
+    }
+    let token =
+        ctm_auth::bearer_credential(value.as_bytes()).and_then(|t| std::str::from_utf8(t).ok());
+    let verdict = match (token, &config.oauth, &config.issuer) {
+        (None, _, _) => Err("not a Bearer token"),
+        (Some(t), Some(o), _) => o.verify(t, audience),
+        (Some(t), None, Some(i)) if static_match.is_none() => {
+            match i.verify(t, &ctm_auth::resource_url(base)).await {
+                Ok(()) => Ok(()),
+                // A valid token of the issuer: no guess, so no backoff.
+                Err(ctm_auth::TokenRejection::InsufficientScope) => {
+                    return Err(challenge.insufficient_scope());
+                }
+                Err(ctm_auth::TokenRejection::KeysUnavailable) => {
+                    return Err(keys_unavailable());
+                }
+                Err(r) => Err(r.description()),
+            }
+        }
+        (Some(_), _, _) => Err("wrong token"),
     };
     // A success does not forget the address's failures: on a shared
     // address they may be someone else's.
-    if oauth_verdict.is_ok() || static_match.is_some_and(ctm_auth::BearerToken::is_strong) {
+    if verdict.is_ok() {
         return Ok(());
     }
     if let Some(blocked) = state.bearer_backoff.check(key, Instant::now()) {
@@ -588,29 +634,77 @@ fn authorized<D>(
         return Ok(());
     }
     state.failed(Credential::Bearer, key);
-    let why = oauth_verdict.err().unwrap_or("wrong token");
-    Err(unauthorized(base, oauth, Some(why)))
+    let why = verdict.err().unwrap_or("wrong token");
+    Err(challenge.unauthorized(Some(why)))
 }
 
-/// `401` with a `Bearer` challenge; RFC 9728's `resource_metadata` names
-/// the protected-resource document only when OAuth serves one (a static
-/// token has no authorization server to discover).
-fn unauthorized(base: &str, oauth: bool, why: Option<&'static str>) -> Resp {
-    let err = refusal("Unauthorized", "unauthorized");
-    let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
-    let mut challenge = "Bearer realm=\"coding-tools-mcp\"".to_owned();
-    if oauth {
-        challenge.push_str(&format!(
-            ", resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
-        ));
+/// What a `Bearer` challenge names: RFC 9728's `resource_metadata` only
+/// when OAuth (built in or external) serves the document (a static token
+/// has no authorization server to discover), and the required scope.
+struct Challenge<'a> {
+    base: &'a str,
+    metadata: bool,
+    scope: Option<&'a str>,
+}
+
+impl Challenge<'_> {
+    fn header(&self, error: Option<(&str, &str)>) -> String {
+        let mut challenge = "Bearer realm=\"coding-tools-mcp\"".to_owned();
+        if self.metadata {
+            challenge.push_str(&format!(
+                ", resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
+                self.base
+            ));
+        }
+        if let Some(scope) = self.scope {
+            challenge.push_str(&format!(", scope=\"{scope}\""));
+        }
+        if let Some((error, why)) = error {
+            challenge.push_str(&format!(", error=\"{error}\", error_description=\"{why}\""));
+        }
+        challenge
     }
-    if let Some(why) = why {
-        challenge.push_str(&format!(
-            ", error=\"invalid_token\", error_description=\"{why}\""
-        ));
+
+    /// `401`: no credential (`why` is `None`), or an invalid one.
+    fn unauthorized(&self, why: Option<&'static str>) -> Resp {
+        let err = refusal("Unauthorized", "unauthorized");
+        let mut r = respond(StatusCode::UNAUTHORIZED, Some(&err));
+        let challenge = self.header(why.map(|w| ("invalid_token", w)));
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        r
     }
-    if let Ok(v) = HeaderValue::from_str(&challenge) {
-        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+
+    /// `403` for a valid token without the required scope (RFC 6750 §3.1).
+    fn insufficient_scope(&self) -> Resp {
+        let err = refusal(
+            "Forbidden: the access token lacks the required scope",
+            "insufficient_scope",
+        );
+        let mut r = respond(StatusCode::FORBIDDEN, Some(&err));
+        let challenge = self.header(Some((
+            "insufficient_scope",
+            "the token lacks the required scope",
+        )));
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        r
+    }
+}
+
+/// `503` while the external issuer's keys cannot be fetched: the token
+/// may be fine, so asking the client for another would not help.
+fn keys_unavailable() -> Resp {
+    let err = refusal(
+        "The authorization server's signing keys are unavailable; retry later",
+        "issuer_keys_unavailable",
+    );
+    let mut r = respond(StatusCode::SERVICE_UNAVAILABLE, Some(&err));
+    let secs = crate::issuer::REFRESH_EVERY.as_secs().to_string();
+    if let Ok(v) = HeaderValue::from_str(&secs) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
     }
     r
 }

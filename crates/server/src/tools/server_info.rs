@@ -302,13 +302,15 @@ pub fn run(server: &Server) -> ToolSuccess {
     let r = &server.limits.retention;
     let ll = landlock_support();
     let network_allowed = gates.network == ctm_exec_runtime::GateState::Allowed;
-    let auth_enabled = cfg.auth_token.is_some() || cfg.oauth_mode;
+    // OAuth: tokens of the built-in authorization server or of an external one.
+    let oauth = cfg.oauth_mode || cfg.oauth_issuer.is_some();
+    let auth_enabled = cfg.auth_token.is_some() || oauth;
     let text = format!(
         "{SERVER_NAME} {SERVER_VERSION}\nWorkspace: {}\nTools: {} | Permission mode: {} | Auth: {}",
         server.workspace.root().display(),
         tools.len(),
         cfg.permission_mode.as_str(),
-        match (cfg.auth_token.is_some(), cfg.oauth_mode && !cfg.stdio) {
+        match (cfg.auth_token.is_some(), oauth && !cfg.stdio) {
             (true, true) => "bearer + OAuth",
             (false, true) => "OAuth",
             (true, false) => "bearer",
@@ -354,7 +356,7 @@ pub fn run(server: &Server) -> ToolSuccess {
         auth: AuthReport {
             enabled: auth_enabled,
             bearer: cfg.auth_token.is_some(),
-            oauth: cfg.oauth_mode,
+            oauth,
             applies_to: if cfg.stdio {
                 "none (stdio)"
             } else {
