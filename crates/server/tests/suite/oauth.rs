@@ -30,7 +30,7 @@ pub(super) fn start(extra_env: &[(&str, &str)]) -> HttpServer {
 }
 
 /// oauth2's HTTP client: our raw HTTP/1.1 helper.
-fn http_client(
+pub(super) fn http_client(
     c: &HttpClient,
 ) -> impl Fn(oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::io::Error> + '_ {
     move |req: oauth2::HttpRequest| {
