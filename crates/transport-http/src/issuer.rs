@@ -165,6 +165,17 @@ impl Fetcher {
     }
 }
 
+/// Why the keys were not refreshed.
+#[derive(Debug, thiserror::Error)]
+enum RefreshError {
+    /// Too many refreshes lately; the next is allowed after this long.
+    #[error("key refresh skipped: the refresh budget is spent (next in {} s)", .0.as_secs() + 1)]
+    BudgetSpent(Duration),
+    /// A fetch or the document failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// What a refresh remembers between attempts.
 struct RefreshState {
     jwks_uri: Option<String>,
@@ -296,7 +307,9 @@ impl ExternalIssuer {
     /// Fetches the keys now (start-up), within the refresh budget.
     pub async fn prefetch(&self) -> Result<usize, String> {
         let mut state = self.refresh.lock().await;
-        self.refresh_locked(&mut state).await
+        self.refresh_locked(&mut state)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// A refresh unless one finished since `seen`; waits for one in progress.
@@ -305,8 +318,13 @@ impl ExternalIssuer {
         if self.generation.load(Ordering::Acquire) != seen {
             return;
         }
-        if let Err(e) = self.refresh_locked(&mut state).await {
-            tracing::warn!("oauth issuer {}: {e}", self.rules.issuer);
+        match self.refresh_locked(&mut state).await {
+            Ok(_) => {}
+            // Invented kids must not flood the log either.
+            Err(e @ RefreshError::BudgetSpent(_)) => {
+                tracing::debug!("oauth issuer {}: {e}", self.rules.issuer);
+            }
+            Err(e) => tracing::warn!("oauth issuer {}: {e}", self.rules.issuer),
         }
     }
 
@@ -318,25 +336,23 @@ impl ExternalIssuer {
         if self.generation.load(Ordering::Acquire) != seen {
             return;
         }
-        if let Err(e) = self.refresh_locked(&mut state).await {
-            tracing::warn!(
+        match self.refresh_locked(&mut state).await {
+            Ok(_) | Err(RefreshError::BudgetSpent(_)) => {}
+            Err(e) => tracing::warn!(
                 "oauth issuer {}: {e}; keeping the keys fetched before",
                 self.rules.issuer
-            );
+            ),
         }
     }
 
-    async fn refresh_locked(&self, state: &mut RefreshState) -> Result<usize, String> {
+    async fn refresh_locked(&self, state: &mut RefreshState) -> Result<usize, RefreshError> {
         if let Err(wait) = state.bucket.take(Instant::now()) {
-            return Err(format!(
-                "key refresh skipped: the refresh budget is spent (next in {} s)",
-                wait.as_secs() + 1
-            ));
+            return Err(RefreshError::BudgetSpent(wait));
         }
         let jwks_uri = match state.jwks_uri.clone() {
             Some(u) => u,
             None => {
-                let u = self.discover().await?;
+                let u = self.discover().await.map_err(RefreshError::Failed)?;
                 state.jwks_uri = Some(u.clone());
                 u
             }
@@ -346,10 +362,11 @@ impl ExternalIssuer {
             Err(e) => {
                 // The issuer may have moved its keys: discover again next time.
                 state.jwks_uri = None;
-                return Err(e);
+                return Err(RefreshError::Failed(e));
             }
         };
-        let keys = KeySet::parse(&fetched).map_err(|e| format!("{jwks_uri}: {e}"))?;
+        let keys = KeySet::parse(&fetched)
+            .map_err(|e| RefreshError::Failed(format!("{jwks_uri}: {e}")))?;
         let n = keys.len();
         *self.cached.write().unwrap_or_else(|e| e.into_inner()) = Some(Cached {
             keys: Arc::new(keys),

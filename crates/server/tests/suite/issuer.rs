@@ -533,6 +533,9 @@ fn invented_kids_cannot_hammer_the_issuer() {
     }
     let fetches = idp.jwks_fetches.load(Ordering::SeqCst);
     assert!((1..=3).contains(&fetches), "{fetches} JWKS fetches");
+    // Nor do they flood the log: a skipped refresh is not worth a line.
+    let log = s.stderr.seen.lock().unwrap().join("\n");
+    assert!(!log.contains("budget"), "{log}");
     // The keys fetched before are still served.
     let good = keys.sign(
         &json!({"alg": "EdDSA", "typ": "at+jwt", "kid": "ed"}),
