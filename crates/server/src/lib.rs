@@ -314,19 +314,23 @@ async fn run(
         );
     }
     let issuer = issuer.map(Arc::new);
-    if let Some(i) = &issuer {
-        // Early, so a misconfigured issuer shows at start; not fatal: the
-        // issuer may start after this server, and keys are fetched on use.
-        match i.prefetch().await {
-            Ok(n) => tracing::info!(
-                "resource-server mode: accepting access tokens of {} ({n} key(s))",
-                i.issuer()
-            ),
-            Err(e) => tracing::warn!(
-                "resource-server mode: the keys of {} could not be fetched yet: {e}",
-                i.issuer()
-            ),
-        }
+    if let Some(i) = issuer.clone() {
+        // Early, so a misconfigured issuer shows at start; not fatal (the
+        // issuer may start after this server, and keys are fetched on use)
+        // and not awaited (a slow issuer must not hold up serving; requests
+        // that need the keys wait for this fetch).
+        tokio::spawn(async move {
+            match i.prefetch().await {
+                Ok(n) => tracing::info!(
+                    "resource-server mode: accepting access tokens of {} ({n} key(s))",
+                    i.issuer()
+                ),
+                Err(e) => tracing::warn!(
+                    "resource-server mode: the keys of {} could not be fetched yet: {e}",
+                    i.issuer()
+                ),
+            }
+        });
     }
     let limits = &server.limits;
     let config = ctm_transport_http::HttpConfig {

@@ -304,9 +304,13 @@ impl ExternalIssuer {
             .verify(token, resource, &keys, ctm_auth::unix_now())
     }
 
-    /// Fetches the keys now (start-up), within the refresh budget.
+    /// Fetches the keys now (start-up), within the refresh budget, unless a
+    /// request already did.
     pub async fn prefetch(&self) -> Result<usize, String> {
         let mut state = self.refresh.lock().await;
+        if let (Some((keys, _)), _) = self.current() {
+            return Ok(keys.len());
+        }
         self.refresh_locked(&mut state)
             .await
             .map_err(|e| e.to_string())
