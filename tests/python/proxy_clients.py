@@ -19,6 +19,8 @@ import sys
 
 from mcp import Client
 
+from sdk_clients import check_era
+
 MODES = ["legacy", "auto", "2026-07-28"]
 
 
@@ -69,21 +71,6 @@ async def unknown_elsewhere(url, command_id):
         assert structured(other)["error"]["code"] == "COMMAND_NOT_FOUND", structured(other)
 
 
-def check_era(trace_path, start, mode):
-    """The backend's trace lines since `start` say which era each request used."""
-    with open(trace_path) as f:
-        f.seek(start)
-        events = [json.loads(line) for line in f if '"event":"request"' in line]
-    methods = [e["method"] for e in events]
-    eras = {e["era"] for e in events if e["method"] != "initialize"}
-    assert "tools/call" in methods, methods
-    if mode == "legacy":
-        assert methods[0] == "initialize" and eras == {"handshake"}, (methods, eras)
-    elif mode == "2026-07-28":
-        assert "initialize" not in methods and eras == {"2026-07-28"}, (methods, eras)
-    else:
-        assert methods[0] == "server/discover" and eras == {"2026-07-28"}, (methods, eras)
-
 
 def trace_size(path):
     return os.path.getsize(path) if os.path.exists(path) else 0
@@ -101,7 +88,7 @@ async def main(base, routes):
             try:
                 start = trace_size(trace)
                 started[name] = await asyncio.wait_for(exercise(url, mode, name, workspace), timeout=90)
-                check_era(trace, start, mode)
+                check_era(trace, mode, start)
                 print(f"PASS {label}")
             except BaseException as e:  # noqa: BLE001 - report every failure and go on
                 failures += 1
