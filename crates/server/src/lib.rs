@@ -109,6 +109,22 @@ pub fn run_command_line() -> ExitCode {
         _ => None,
     };
     let issuer = match (&config.oauth_issuer, config.stdio) {
+        // The audience tokens are checked against must be the operator's,
+        // not a name a request's forwarded headers choose: one issuer signs
+        // for many resources, and a client could pick another's.
+        (Some(_), false)
+            if std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
+                .is_ok_and(|v| cli::truthy(&v))
+                && std::env::var("CODING_TOOLS_MCP_SERVER_URL")
+                    .ok()
+                    .filter(|u| !u.is_empty())
+                    .is_none() =>
+        {
+            eprintln!(
+                "coding-tools-mcp: error: --oauth-issuer behind a trusted proxy (CODING_TOOLS_MCP_TRUST_PROXY_HEADERS) needs CODING_TOOLS_MCP_SERVER_URL: the token audience must be this server's public URL, not one a request's headers name"
+            );
+            return ExitCode::from(2);
+        }
         (Some(url), false) => {
             match ctm_transport_http::ExternalIssuer::new(url, config.oauth_required_scope.clone())
             {
@@ -291,7 +307,10 @@ async fn run(
         "serving MCP on http://{local}/mcp"
     );
     if server.metrics.is_some() {
-        let auth = if server.config.auth_token.is_some() || oauth.is_some() {
+        let auth = if server.config.auth_token.is_some()
+            || oauth.is_some()
+            || server.config.oauth_issuer.is_some()
+        {
             "with the same credential as /mcp"
         } else {
             "without authentication, like /mcp"

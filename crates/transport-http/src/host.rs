@@ -43,7 +43,8 @@ pub struct Authority {
 
 impl Authority {
     /// Parses `host[:port]` or `[v6][:port]`; `None` for anything else
-    /// (userinfo, paths, whitespace, an empty host, a bad port).
+    /// (userinfo, paths, whitespace, an empty host, a bad port, a host that
+    /// is not a DNS name or an address).
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.trim();
         if s.is_empty()
@@ -76,6 +77,17 @@ impl Authority {
             }
         };
         if host.is_empty() || host == "[]" {
+            return None;
+        }
+        // A DNS name or an IPv4 address: letters, digits, `-`, `.`, `_`, at
+        // most 253 bytes. Anything else (quotes, `<`, `;`, `=`) would be
+        // echoed into metadata URLs and the `WWW-Authenticate` header.
+        if !host.starts_with('[')
+            && (host.len() > 253
+                || !host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
+        {
             return None;
         }
         Some(Self {
@@ -170,6 +182,20 @@ pub fn canonical_base(
     host: Option<&str>,
     forwarded: Option<&Forwarded>,
 ) -> Result<Canonical, HostRefusal> {
+    // On a loopback connection the `Host` must still name this server,
+    // trusted proxy or not: a browser page that has rebound its own domain
+    // to 127.0.0.1 cannot change `Host`, but it can add forwarded headers,
+    // which would otherwise choose the name checked (DNS rebinding). A proxy
+    // on this machine sends the upstream's loopback name. A proxy elsewhere
+    // may name the backend as it likes (a service name); a non-loopback
+    // bind requires authentication anyway.
+    if forwarded.is_some()
+        && arrival.local.ip().to_canonical().is_loopback()
+        && let Some(h) = host
+        && !names_this_server(h, arrival, configured)
+    {
+        return Err(HostRefusal::Foreign);
+    }
     match (forwarded, configured) {
         (Some(f), None) => {
             if let Some(public) = f.host.as_deref().or(host) {
@@ -213,6 +239,26 @@ pub fn canonical_base(
     } else {
         Err(HostRefusal::Foreign)
     }
+}
+
+/// Whether `host` (a `Host` value) is one of this server's own names: a
+/// loopback name on a loopback connection, the address it arrived on or is
+/// bound to (with its port), or the configured URL's host.
+fn names_this_server(host: &str, arrival: Arrival, configured: Option<&Configured>) -> bool {
+    let Some(a) = Authority::parse(host) else {
+        return false;
+    };
+    let port = arrival.bound.port();
+    let local_ip = arrival.local.ip().to_canonical();
+    let own_name = (local_ip.is_loopback()
+        && matches!(a.host.as_str(), "localhost" | "127.0.0.1" | "[::1]"))
+        || a.host == ip_host(local_ip)
+        || a.host == ip_host(arrival.bound.ip());
+    let own_port = a.port.is_none_or(|p| p == port);
+    let configured_name = configured.is_some_and(|c| {
+        a.host == c.authority.host && a.port.is_none_or(|p| p == port || p == c.port)
+    });
+    (own_name && own_port) || configured_name
 }
 
 /// `proto://host[:port]/prefix` from a trusted proxy's view, `public` being
@@ -384,7 +430,8 @@ mod tests {
 
     #[test]
     fn trusted_proxy_headers() {
-        let at = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        // A proxy elsewhere reaches the backend by a name of its own.
+        let at = arrival("0.0.0.0:8000", "10.0.0.5:8000");
         let base = |host: Option<&str>, f: &Forwarded| canonical_base(None, at, host, Some(f));
         let f = proxy(Some("MCP.example.com"), Some("HTTPS"), None);
         assert_eq!(
@@ -420,6 +467,29 @@ mod tests {
                 );
             }
         }
+        // On loopback the Host must be this server's, whatever the proxy
+        // headers say (a page rebinding its domain to 127.0.0.1).
+        let lo = arrival("127.0.0.1:8000", "127.0.0.1:8000");
+        for f in [
+            proxy(None, Some("http"), None),
+            proxy(Some("evil.example"), None, None),
+        ] {
+            assert_eq!(
+                canonical_base(None, lo, Some("evil.example"), Some(&f)),
+                Err(HostRefusal::Foreign)
+            );
+        }
+        assert_eq!(
+            canonical_base(
+                None,
+                lo,
+                Some("127.0.0.1:8000"),
+                Some(&proxy(Some("mcp.example.com"), Some("https"), None))
+            )
+            .unwrap()
+            .base,
+            "https://mcp.example.com"
+        );
         // Malformed values are refused, not guessed around.
         assert_eq!(
             base(None, &proxy(Some("a@b"), None, None)),
@@ -431,7 +501,7 @@ mod tests {
         );
         // A configured URL wins whole; a forwarded host must be its host.
         let c = Configured::parse("https://mcp.example.com/w/x").unwrap();
-        let with = |f: &Forwarded| canonical_base(Some(&c), at, Some("127.0.0.1:8000"), Some(f));
+        let with = |f: &Forwarded| canonical_base(Some(&c), lo, Some("127.0.0.1:8000"), Some(f));
         let f = proxy(Some("mcp.example.com"), Some("http"), Some("/other"));
         assert_eq!(with(&f).unwrap().base, "https://mcp.example.com/w/x");
         assert_eq!(
@@ -443,7 +513,7 @@ mod tests {
         assert_eq!(
             canonical_base(
                 Some(&c),
-                at,
+                lo,
                 Some("evil.example"),
                 Some(&proxy(None, Some("https"), None))
             ),

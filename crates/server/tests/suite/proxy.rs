@@ -227,6 +227,7 @@ fn first_hop_wins_and_malformed_values_are_refused() {
     for bad in [
         [("X-Forwarded-Host", "evil.example/path")],
         [("X-Forwarded-Host", "user@evil.example")],
+        [("X-Forwarded-Host", "a\"b=c;d<e>")],
         [("X-Forwarded-Prefix", "/w/../admin")],
         [("X-Forwarded-Prefix", "w/alpha")],
         [("X-Forwarded-Prefix", "/w\"x")],
@@ -239,4 +240,53 @@ fn first_hop_wins_and_malformed_values_are_refused() {
             "forwarded_header_malformed"
         );
     }
+}
+
+/// Trusting the proxy's headers does not trust the client's `Host`: a page
+/// that rebinds its own domain to this address sends that domain as `Host`
+/// (which it cannot change) and may add forwarded headers (which it can).
+#[test]
+fn a_foreign_host_is_refused_even_behind_a_trusted_proxy() {
+    let ws = workspace();
+    let s = HttpServer::start_with(command(ws.path(), &["--port", "0"]).env(TRUST.0, TRUST.1));
+    let body = call(1, "exec_command", json!({"cmd": "id"})).to_string();
+    for extra in [
+        "",
+        "X-Forwarded-Proto: http\r\n",
+        "X-Forwarded-Host: evil.example\r\n",
+        "Forwarded: host=evil.example;proto=http\r\n",
+    ] {
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nOrigin: http://evil.example\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let r = s.client.raw(req.as_bytes());
+        assert_eq!(
+            r.status,
+            403,
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+}
+
+/// With an external issuer, the token audience must not come from request
+/// headers: behind a trusted proxy the public URL has to be configured.
+#[test]
+fn an_external_issuer_behind_a_trusted_proxy_needs_the_server_url() {
+    let ws = workspace();
+    let out = command(
+        ws.path(),
+        &["--port", "0", "--oauth-issuer", "http://127.0.0.1:9"],
+    )
+    .env(TRUST.0, TRUST.1)
+    .env_remove("CODING_TOOLS_MCP_SERVER_URL")
+    .stdin(std::process::Stdio::null())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("CODING_TOOLS_MCP_SERVER_URL"),
+        "{out:?}"
+    );
 }
