@@ -314,8 +314,21 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
 /// server asked (SIGUSR2, which the command cannot send it).
 static KILL_ALL: AtomicBool = AtomicBool::new(false);
 
+/// Also kills the children at once: a request that arrives after the main
+/// loop looked at [`KILL_ALL`] and before it blocked in `waitpid` would
+/// otherwise wait until some child ended on its own (a `sleep 300` kept its
+/// supervisor waiting that long). `kill_children` only makes system calls,
+/// so it is async-signal-safe; `errno` is kept for the interrupted call.
+#[expect(unsafe_code, reason = "errno and kill_children in a signal handler")]
 extern "C" fn on_kill_all(_: libc::c_int) {
     KILL_ALL.store(true, Ordering::SeqCst);
+    // SAFETY: reads and restores this thread's errno; kill_children makes
+    // only async-signal-safe system calls on a stack buffer.
+    unsafe {
+        let errno = *libc::__errno_location();
+        kill_children();
+        *libc::__errno_location() = errno;
+    }
 }
 
 /// SIGKILLs every direct child (orphans of the subtree are re-parented

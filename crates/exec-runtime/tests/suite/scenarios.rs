@@ -561,12 +561,15 @@ async fn after_shutdown_nothing_starts_and_a_racing_start_ends() {
     let f = fixture(PermissionMode::Trusted);
     let rt = f.rt.clone();
     // Starts racing the shutdown: each either never starts or is killed.
+    // The names carry this process's id: the same test running elsewhere on
+    // the machine (another checkout) has sleepers of its own.
+    let tag = std::process::id();
     let racers: Vec<_> = (0..8)
         .map(|i| {
             let rt = rt.clone();
             tokio::spawn(async move {
                 rt.exec(
-                    req(&format!("sleep 30{i}")),
+                    req(&format!("sleep 30{i}.{tag}")),
                     wait_opts(Duration::from_millis(50), 1 << 10),
                     std::future::pending(),
                 )
@@ -589,7 +592,7 @@ async fn after_shutdown_nothing_starts_and_a_racing_start_ends() {
     let deadline = Instant::now() + 10 * SEC;
     loop {
         let left = std::process::Command::new("pgrep")
-            .args(["-f", "^sleep 30[0-7]$"])
+            .args(["-f", &format!("^sleep 30[0-7]\\.{tag}$")])
             .output()
             .unwrap();
         if left.stdout.is_empty() {
