@@ -439,18 +439,7 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     drop(landlock);
     drop(other);
     let pid = client.peer.child.id();
-    let rss = |field: &str| -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(field))
-            .context("no RSS field")?;
-        Ok(line
-            .split_whitespace()
-            .nth(1)
-            .context("no value")?
-            .parse::<u64>()?)
-    };
+    let rss = |field: &str| status_kib(pid, field);
     let idle = rss("VmRSS:")?;
     let (d, s) = client.call("exec_command", json!({"cmd": "head -c 52428800 /dev/zero | tr '\\0' 'x'; echo END", "yield_time_ms": 30000, "timeout_ms": 120000}))?;
     let peak = rss("VmHWM:")?;
@@ -738,6 +727,36 @@ fn generate_tree() -> Result<PathBuf> {
     Ok(root)
 }
 
+/// A `/proc/<pid>/status` field in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .context("no such status field")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .context("no value")?
+        .parse::<u64>()?)
+}
+
+/// The server's RSS one second after its last call, against its idle RSS
+/// at start: what the work of a group leaves behind (issue 21: at most
+/// 20 MiB one second after a large search).
+fn rss_after(client: &Client, group: &str, idle_kib: u64) -> Result<()> {
+    std::thread::sleep(Duration::from_secs(1));
+    let after = status_kib(client.peer.child.id(), "VmRSS:")?;
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!(
+        "| server RSS 1 s after {group} (target 20 MiB) | {:.1} MiB | idle RSS at start | {:.1} MiB | {:.2}x |",
+        mib(after),
+        mib(idle_kib),
+        after as f64 / idle_kib.max(1) as f64
+    );
+    Ok(())
+}
+
 /// One running server on stdio.
 struct Client {
     peer: Peer,
@@ -778,8 +797,12 @@ impl Client {
         let msg = json!({"jsonrpc":"2.0","id":self.id,"method":"tools/call","params":{"name":tool,"arguments":args}});
         let started = Instant::now();
         self.peer.send(&msg.to_string())?;
-        let v = self.peer.recv()?;
+        // The clock stops when the answer is read; parsing it is the
+        // client's work, not the server's.
+        let line = self.peer.recv_line()?;
         let elapsed = started.elapsed();
+        let v: Value =
+            serde_json::from_str(&line).with_context(|| format!("not JSON: {line:.400}"))?;
         let result = v["result"].clone();
         if result["isError"] != json!(false) {
             bail!("{tool} failed: {v:.400}");
@@ -800,7 +823,12 @@ fn timed_command(cmd: &mut Command) -> Result<(Duration, usize)> {
 
 fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let mut client = Client::start(binary, tree)?;
+    client.call("server_info", json!({}))?;
+    let idle = status_kib(client.peer.child.id(), "VmRSS:")?;
     let mut other = peer.map(|p| Client::start_peer(p, tree)).transpose()?;
+    if Command::new("rg").arg("--version").output().is_err() {
+        bail!("the files group's floor is ripgrep: install `rg` (Debian: apt-get install ripgrep)");
+    }
     let rg = |args: &[&str]| {
         let mut c = Command::new("rg");
         c.current_dir(tree).arg("--no-require-git").args(args);
@@ -860,6 +888,12 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
             peer_row(name, median(&mut a), median(&mut b));
         }
     }
+    let tree_mib = dir_bytes(tree)? as f64 / (1024.0 * 1024.0);
+    rss_after(
+        &client,
+        &format!("list_files and search_text over the tree ({tree_mib:.0} MiB)"),
+        idle,
+    )?;
     // read_file of 5 MB, following continuations with 1 MiB pages.
     let read_all = |c: &mut Client| -> Result<(Duration, usize)> {
         let mut total = Duration::ZERO;
@@ -893,7 +927,7 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
             pages.1 = n;
         }
     }
-    let name = "read_file 5 MB (1 MiB pages)";
+    let name = "read_file 5 MB (1 MiB pages, target 1.5x)";
     row(name, median(&mut a), "cat", median(&mut r));
     if !b.is_empty() {
         peer_row(
@@ -902,5 +936,20 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
             median(&mut b),
         );
     }
-    Ok(())
+    rss_after(&client, "the reads", idle)
+}
+
+/// Bytes of the regular files under `dir` (symbolic links not followed).
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            total += dir_bytes(&entry.path())?;
+        } else if kind.is_file() {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
 }

@@ -54,11 +54,17 @@ impl Peer {
 
     /// Reads the next line as JSON.
     pub fn recv(&mut self) -> Result<Value> {
+        let line = self.recv_line()?;
+        serde_json::from_str(&line).with_context(|| format!("not JSON: {line:.400}"))
+    }
+
+    /// Reads the next line.
+    pub fn recv_line(&mut self) -> Result<String> {
         let mut line = String::new();
         if self.stdout.read_line(&mut line)? == 0 {
             bail!("the server closed stdout");
         }
-        serde_json::from_str(&line).with_context(|| format!("not JSON: {line:.400}"))
+        Ok(line)
     }
 }
 

@@ -25,6 +25,7 @@ mod server;
 mod timestamp;
 mod tools;
 mod trace;
+mod trim;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use crate::trace::Trace;
 /// Runs the server as the `coding-tools-mcp` command: parses the process's
 /// command line and environment, serves until input ends or SIGTERM/SIGINT.
 pub fn run_command_line() -> ExitCode {
+    trim::tune_allocator();
     let matches = Cli::command().get_matches();
     let token_in_argv =
         matches.value_source("auth_token") == Some(clap::parser::ValueSource::CommandLine);

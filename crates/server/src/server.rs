@@ -39,6 +39,8 @@ pub struct Server {
     pub metrics: Option<Arc<Metrics>>,
     /// The `tools/list` result: fixed for the life of the process.
     tools_listing: std::sync::OnceLock<Value>,
+    /// Returns freed heap to the system once calls go quiet.
+    trimmer: crate::trim::Trimmer,
 }
 
 impl Server {
@@ -115,6 +117,7 @@ impl Server {
             trace,
             metrics,
             tools_listing: std::sync::OnceLock::new(),
+            trimmer: crate::trim::Trimmer::default(),
         }
     }
 
@@ -231,6 +234,7 @@ impl Server {
             m.tool_call(spec.name, code, started.elapsed());
         }
         self.trace_tool_call(spec.name, arguments, &outcome, started);
+        self.trimmer.call_ended();
         Ok(render(
             outcome,
             RenderOptions {
