@@ -41,7 +41,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--only" => {
                 only = Some(
                     it.next()
-                        .context("--only startup|files|patch|exec|git|http")?
+                        .context("--only startup|files|read|patch|exec|git|http")?
                         .clone(),
                 )
             }
@@ -60,6 +60,16 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if want("files") {
         file_tools(&binary, &generate_tree()?, runs, peer.as_deref())?;
+    } else if want("read") {
+        let tree = generate_tree()?;
+        let mut client = Client::start(&binary, &tree)?;
+        client.call("server_info", json!({}))?;
+        let idle = status_kib(client.peer.child.id(), "VmRSS:")?;
+        let mut other = peer
+            .as_deref()
+            .map(|p| Client::start_peer(p, &tree))
+            .transpose()?;
+        read_pages(&mut client, other.as_mut(), &tree, runs, idle)?;
     }
     if want("patch") {
         apply_patch(&binary, runs, peer.as_deref())?;
@@ -894,7 +904,18 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
         &format!("list_files and search_text over the tree ({tree_mib:.0} MiB)"),
         idle,
     )?;
-    // read_file of 5 MB, following continuations with 1 MiB pages.
+    read_pages(&mut client, other.as_mut(), tree, runs, idle)
+}
+
+/// `read_file` of a 5 MB file, following continuations with 1 MiB pages,
+/// against `cat`; then the RSS this leaves.
+fn read_pages(
+    client: &mut Client,
+    mut other: Option<&mut Client>,
+    tree: &Path,
+    runs: usize,
+    idle: u64,
+) -> Result<()> {
     let read_all = |c: &mut Client| -> Result<(Duration, usize)> {
         let mut total = Duration::ZERO;
         let mut start = 1u64;
@@ -916,7 +937,7 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
     let (mut a, mut r, mut b) = (Vec::new(), Vec::new(), Vec::new());
     let mut pages = (0, 0);
     for _ in 0..runs {
-        let (d, n) = read_all(&mut client)?;
+        let (d, n) = read_all(client)?;
         a.push(d);
         pages.0 = n;
         let (d, _) = timed_command(Command::new("cat").arg(tree.join("big.txt")))?;
@@ -936,7 +957,7 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
             median(&mut b),
         );
     }
-    rss_after(&client, "the reads", idle)
+    rss_after(client, "the reads", idle)
 }
 
 /// Bytes of the regular files under `dir` (symbolic links not followed).

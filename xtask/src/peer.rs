@@ -36,7 +36,8 @@ impl Peer {
             .spawn()
             .with_context(|| format!("starting {cmd:?}"))?;
         let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?);
+        // Large reads, as `Command::output` makes for the floors.
+        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?);
         Ok(Self {
             child,
             stdin,

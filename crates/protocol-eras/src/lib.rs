@@ -32,6 +32,7 @@ mod era;
 mod error;
 mod mirror;
 mod versions;
+mod wire;
 
 pub use cancel::Cancellation;
 pub use dispatch::{
@@ -56,6 +57,7 @@ pub use versions::{
     HANDSHAKE_VERSIONS, MODERN_VERSIONS, NEWEST_HANDSHAKE_VERSION, all_versions_newest_first,
     negotiate,
 };
+pub use wire::to_wire;
 
 #[cfg(test)]
 mod pipeline_tests;

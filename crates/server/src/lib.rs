@@ -37,6 +37,24 @@ use crate::cli::{Cli, TraceLevel};
 use crate::server::{Server, SharedServer};
 use crate::trace::Trace;
 
+/// What a pipe on stdout is widened to: the most an unprivileged process
+/// may ask for by default (`/proc/sys/fs/pipe-max-size`).
+const STDOUT_PIPE_BYTES: usize = 1024 * 1024;
+
+/// Widens stdout to [`STDOUT_PIPE_BYTES`] when it is a pipe: a 1 MiB
+/// `read_file` page then leaves in a few writes instead of 32 rounds of
+/// filling 64 KiB and waiting for the client to drain it. Where the limit
+/// is lower, the pipe stays as it was.
+fn widen_stdout_pipe() {
+    let out = std::io::stdout();
+    let is_pipe = rustix::fs::fstat(&out).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    });
+    if is_pipe && let Err(e) = rustix::pipe::fcntl_setpipe_size(&out, STDOUT_PIPE_BYTES) {
+        tracing::debug!("stdout pipe left at its size: {e}");
+    }
+}
+
 /// Runs the server as the `coding-tools-mcp` command: parses the process's
 /// command line and environment, serves until input ends or SIGTERM/SIGINT.
 pub fn run_command_line() -> ExitCode {
@@ -285,6 +303,7 @@ async fn run(
     let mut signals = StopSignals::install();
     if server.config.stdio {
         tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
+        widen_stdout_pipe();
         let serve = ctm_transport_stdio::serve(
             dispatcher,
             tokio::io::stdin(),

@@ -910,7 +910,7 @@ fn refused(error: &RpcError) -> Value {
 
 fn respond(status: StatusCode, body: Option<&Value>) -> Resp {
     let bytes = body
-        .map(|b| Bytes::from(serde_json::to_vec(b).unwrap_or_default()))
+        .map(|b| Bytes::from(ctm_protocol_eras::to_wire(b)))
         .unwrap_or_default();
     let mut r = Response::new(Full::new(bytes));
     *r.status_mut() = status;

@@ -217,13 +217,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     // The slot is given back once the answer is written (dropped here).
     while let Some((msg, _slot)) = rx.recv().await {
-        let mut bytes = match serde_json::to_vec(&msg) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!("cannot serialize a response: {e}");
-                continue;
-            }
-        };
+        let mut bytes = ctm_protocol_eras::to_wire(&msg);
         bytes.push(b'\n');
         output.write_all(&bytes).await?;
         output.flush().await?;

@@ -20,6 +20,8 @@ const MAX_SYMLINKS: usize = 40;
 pub struct Workspace {
     root: PathBuf,
     root_fd: Arc<OwnedFd>,
+    /// Where lines begin in recently read files (paged reads).
+    lines: Arc<crate::read::LineCache>,
 }
 
 /// A workspace-relative path that passed the lexical checks of
@@ -95,12 +97,18 @@ impl Workspace {
         Ok(Self {
             root: canonical,
             root_fd: Arc::new(fd),
+            lines: Arc::default(),
         })
     }
 
     /// The canonical root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Line positions of recently read files, shared by clones.
+    pub(crate) fn line_cache(&self) -> &crate::read::LineCache {
+        &self.lines
     }
 
     /// The root's directory handle.

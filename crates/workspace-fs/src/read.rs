@@ -1,6 +1,10 @@
 //! `read_file`: a line range, streamed, bounded, UTF-8 safe.
 
-use std::io::{BufRead, BufReader, Read};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use crate::error::FsError;
 use crate::path::{Kind, Workspace, WorkspacePath};
@@ -105,6 +109,8 @@ pub fn read_file(
         Kind::Directory => return Err(FsError::IsDirectory(shown)),
         Kind::Other => return Err(FsError::NotRegular(shown)),
     }
+    let cache = ws.line_cache();
+    let id = Identity::of(&file);
     let mut reader = BufReader::with_capacity(READ_BUFFER, file);
     let io = |e: std::io::Error| FsError::io(&shown, e);
     {
@@ -126,7 +132,21 @@ pub fn read_file(
         bytes: 0,
         open_line: false,
     };
-    // 1. Skip to start_line. A NUL on the way makes the file binary: text
+    // 1. Start from the nearest line start a read of this very file found
+    // before (a paged read's next page), if the byte before it is still a
+    // newline.
+    if let Some(id) = &id
+        && let Some((line, offset)) = cache.start_at_or_before(id, req.start_line)
+        && starts_a_line(reader.get_ref(), offset)
+    {
+        reader.seek(SeekFrom::Start(offset)).map_err(io)?;
+        counter = Counter {
+            line,
+            bytes: offset,
+            open_line: false,
+        };
+    }
+    // Then skip to start_line. A NUL on the way makes the file binary: text
     // has none, and a sparse tail of zeros must not be walked to its end.
     while counter.line < req.start_line {
         match counter.skip_line(&mut reader, u64::MAX, true).map_err(io)? {
@@ -158,25 +178,26 @@ pub fn read_file(
             }
             break;
         }
-        let budget = req.max_bytes - out.len();
+        let before = out.len();
         let this_line = counter.line;
-        match counter.take_line(&mut reader, budget).map_err(io)? {
+        match counter
+            .take_line(&mut reader, &mut out, req.max_bytes)
+            .map_err(io)?
+        {
             LineTake::Eof => break,
-            LineTake::Whole(bytes) => {
-                out.extend_from_slice(&bytes);
-                end_line = this_line;
-            }
-            LineTake::TooLong { prefix, finished } => {
-                if out.is_empty() {
+            LineTake::Whole => end_line = this_line,
+            LineTake::TooLong { finished } => {
+                if before == 0 {
                     // A single line over the budget: show its start, cut at a char boundary.
-                    let cut = utf8_floor(&prefix, req.max_bytes);
-                    out.extend_from_slice(&prefix[..cut]);
+                    let cut = utf8_floor(&out, req.max_bytes);
+                    out.truncate(cut);
                     first_line_exceeds_limit = true;
                     if !finished {
                         pending_partial = true;
                     }
                     end_line = this_line;
                 } else {
+                    out.truncate(before);
                     pending_partial = !finished;
                 }
                 truncated_by = Some(TruncatedBy::MaxBytes);
@@ -200,7 +221,28 @@ pub fn read_file(
             });
         }
     };
-    // 3. Count the rest for the file's totals, within the look-ahead.
+    if let Some(id) = &id
+        && counter_reached(req.start_line, end_line, &content)
+    {
+        let mut starts = vec![(req.start_line, content_start_offset)];
+        if !first_line_exceeds_limit && content.ends_with('\n') {
+            starts.push((end_line + 1, content_start_offset + content.len() as u64));
+        }
+        cache.remember(id, &starts, None);
+    }
+    // 3. Count the rest for the file's totals, within the look-ahead (or
+    // take them from an earlier count of this very file).
+    if let Some(total_lines) = id.as_ref().and_then(|id| cache.total_lines(id)) {
+        let total_bytes = id.as_ref().map_or(counter.bytes, |id| id.size);
+        return Ok(outcome(
+            req,
+            content,
+            end_line,
+            (total_lines, true, total_bytes),
+            truncated_by,
+            first_line_exceeds_limit,
+        ));
+    }
     let mut total_lines_exact = true;
     if pending_partial {
         let before = counter.bytes;
@@ -222,11 +264,38 @@ pub fn read_file(
             .metadata()
             .map_or(counter.bytes, |m| m.len().max(counter.bytes))
     };
+    if total_lines_exact && let Some(id) = &id {
+        cache.remember(id, &[], Some(total_lines));
+    }
+    Ok(outcome(
+        req,
+        content,
+        end_line,
+        (total_lines, total_lines_exact, total_bytes),
+        truncated_by,
+        first_line_exceeds_limit,
+    ))
+}
+
+/// Whether the range's first line was reached (not the end of the file
+/// before it): then its offset is where `start_line` begins.
+fn counter_reached(start_line: u64, end_line: u64, content: &str) -> bool {
+    end_line >= start_line || !content.is_empty()
+}
+
+fn outcome(
+    req: &ReadRequest,
+    content: String,
+    end_line: u64,
+    (total_lines, total_lines_exact, total_bytes): (u64, bool, u64),
+    truncated_by: Option<TruncatedBy>,
+    first_line_exceeds_limit: bool,
+) -> ReadOutcome {
     // A continuation only when a budget cut the range short and lines of
     // it remain: a range served whole has none, though the file goes on.
     let range_end = total_lines.min(req.end_line.unwrap_or(u64::MAX));
     let next_start_line = (truncated_by.is_some() && end_line < range_end).then_some(end_line + 1);
-    Ok(ReadOutcome {
+    ReadOutcome {
         content,
         start_line: req.start_line,
         end_line,
@@ -236,7 +305,133 @@ pub fn read_file(
         truncated_by,
         first_line_exceeds_limit,
         next_start_line,
-    })
+    }
+}
+
+/// Files whose line starts are kept, most recently read first.
+const CACHED_FILES: usize = 8;
+/// Line starts kept per file (a 5 MB file read in 1 MiB pages needs 6).
+const STARTS_PER_FILE: usize = 256;
+/// A file changed more recently than this is not cached: two writes within
+/// one tick of the file system's clock could leave the same size and
+/// timestamps behind.
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// Where lines begin, and how many there are, in files read recently: the
+/// next page of a paged read starts where the last one ended instead of
+/// counting lines from the top, and the file's totals are not counted
+/// again. An entry holds only while the file's device, inode, size,
+/// modification and change times are those it was recorded with; the
+/// change time moves on every write and every `utimes`, so no writer can
+/// keep an entry alive. A start is used only if the byte before it is
+/// still a newline.
+#[derive(Debug, Default)]
+pub(crate) struct LineCache {
+    files: Mutex<Vec<Known>>,
+}
+
+#[derive(Debug)]
+struct Known {
+    id: Identity,
+    /// (line, byte offset of its first byte), sorted by line.
+    starts: Vec<(u64, u64)>,
+    total_lines: Option<u64>,
+}
+
+/// What must be unchanged for a cached position to hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    /// `None` for a file changed within [`SETTLED`] (or without metadata).
+    fn of(file: &File) -> Option<Self> {
+        let m = file.metadata().ok()?;
+        let changed = m.modified().ok()?.max(
+            SystemTime::UNIX_EPOCH
+                + Duration::new(
+                    u64::try_from(m.ctime()).ok()?,
+                    u32::try_from(m.ctime_nsec()).ok()?,
+                ),
+        );
+        let age = SystemTime::now().duration_since(changed).ok()?;
+        (age >= SETTLED).then_some(Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+impl LineCache {
+    fn files(&self) -> std::sync::MutexGuard<'_, Vec<Known>> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The latest known line start at or before `line` (beyond line 1).
+    fn start_at_or_before(&self, id: &Identity, line: u64) -> Option<(u64, u64)> {
+        let files = self.files();
+        let known = files.iter().find(|k| k.id == *id)?;
+        let i = known.starts.partition_point(|&(l, _)| l <= line);
+        i.checked_sub(1).map(|i| known.starts[i])
+    }
+
+    fn total_lines(&self, id: &Identity) -> Option<u64> {
+        self.files()
+            .iter()
+            .find(|k| k.id == *id)
+            .and_then(|k| k.total_lines)
+    }
+
+    /// Records line starts and, when counted, the total; the file becomes
+    /// the most recent (an entry of a changed file is replaced).
+    fn remember(&self, id: &Identity, starts: &[(u64, u64)], total_lines: Option<u64>) {
+        let mut files = self.files();
+        let mut known = match files.iter().position(|k| k.id == *id) {
+            Some(i) => files.remove(i),
+            None => {
+                files.retain(|k| (k.id.dev, k.id.ino) != (id.dev, id.ino));
+                Known {
+                    id: *id,
+                    starts: Vec::new(),
+                    total_lines: None,
+                }
+            }
+        };
+        for &(line, offset) in starts.iter().filter(|&&(l, _)| l > 1) {
+            match known.starts.binary_search_by_key(&line, |&(l, _)| l) {
+                Ok(i) => known.starts[i] = (line, offset),
+                Err(i) => known.starts.insert(i, (line, offset)),
+            }
+        }
+        if known.starts.len() > STARTS_PER_FILE {
+            // Keep every other start: the gaps double, the reach stays.
+            let mut keep = false;
+            known.starts.retain(|_| {
+                keep = !keep;
+                keep
+            });
+        }
+        if total_lines.is_some() {
+            known.total_lines = total_lines;
+        }
+        files.insert(0, known);
+        files.truncate(CACHED_FILES);
+    }
+}
+
+/// Whether `offset` is the first byte of a line: the byte before it is a
+/// newline.
+fn starts_a_line(file: &File, offset: u64) -> bool {
+    let mut before = [0u8; 1];
+    offset > 0 && matches!(file.read_at(&mut before, offset - 1), Ok(1)) && before[0] == b'\n'
 }
 
 fn utf8_floor(bytes: &[u8], limit: usize) -> usize {
@@ -259,13 +454,15 @@ enum Skip {
     Limit,
 }
 
+/// How taking a line into the page ended.
 enum LineTake {
     Eof,
-    Whole(Vec<u8>),
-    /// The line exceeded the budget; `prefix` holds up to budget+4 bytes of
-    /// it, and `finished` says whether its newline was consumed too.
+    /// The whole line was appended.
+    Whole,
+    /// The line would not fit: up to 4 bytes past the budget of it were
+    /// appended (for a char-boundary cut), and `finished` says whether its
+    /// newline was consumed too.
     TooLong {
-        prefix: Vec<u8>,
         finished: bool,
     },
 }
@@ -323,40 +520,40 @@ impl Counter {
         }
     }
 
+    /// Appends the next line to `out`, which may grow to `max` bytes (a
+    /// line that does not fit is appended up to 4 bytes past that).
     fn take_line<R: Read>(
         &mut self,
         r: &mut BufReader<R>,
-        budget: usize,
+        out: &mut Vec<u8>,
+        max: usize,
     ) -> std::io::Result<LineTake> {
-        let mut line = Vec::new();
+        let start = out.len();
         loop {
             let buf = r.fill_buf()?;
             if buf.is_empty() {
                 // A final line without a newline is still a line.
-                return Ok(if line.is_empty() {
+                return Ok(if out.len() == start {
                     LineTake::Eof
                 } else {
-                    LineTake::Whole(line)
+                    LineTake::Whole
                 });
             }
             let (chunk, newline) = match memchr::memchr(b'\n', buf) {
                 Some(i) => (i + 1, true),
                 None => (buf.len(), false),
             };
-            if line.len() + chunk > budget {
-                let keep = (budget + 4 - line.len().min(budget + 4)).min(chunk);
+            if out.len() + chunk > max {
+                let keep = (max + 4).saturating_sub(out.len()).min(chunk);
                 let finished = newline && keep == chunk;
-                line.extend_from_slice(&buf[..keep]);
+                out.extend_from_slice(&buf[..keep]);
                 self.consume(r, keep, finished);
-                return Ok(LineTake::TooLong {
-                    prefix: line,
-                    finished,
-                });
+                return Ok(LineTake::TooLong { finished });
             }
-            line.extend_from_slice(&buf[..chunk]);
+            out.extend_from_slice(&buf[..chunk]);
             self.consume(r, chunk, newline);
             if newline {
-                return Ok(LineTake::Whole(line));
+                return Ok(LineTake::Whole);
             }
         }
     }
@@ -597,5 +794,87 @@ mod tests {
         let r = read_file(&ws, &p, &req(150_000, None, Some(2), 1024)).unwrap();
         assert_eq!(r.content, "line 150000\nline 150001\n");
         assert_eq!((r.total_lines, r.total_bytes), (200_000, body.len() as u64));
+    }
+
+    /// Every page of `p` in `max_bytes` pages, following continuations.
+    fn pages(ws: &Workspace, p: &WorkspacePath, max_bytes: usize) -> Vec<ReadOutcome> {
+        let mut out = Vec::new();
+        let mut start = 1;
+        loop {
+            let r = read_file(ws, p, &req(start, None, None, max_bytes)).unwrap();
+            let next = r.next_start_line;
+            out.push(r);
+            match next {
+                Some(n) => start = n,
+                None => return out,
+            }
+        }
+    }
+
+    fn known_starts(ws: &Workspace) -> usize {
+        ws.line_cache().files().iter().map(|k| k.starts.len()).sum()
+    }
+
+    #[test]
+    fn paged_reads_of_a_settled_file_resume_where_the_last_page_ended() {
+        let mut body = lines(3000);
+        body.extend_from_slice("ünïcode line without newline".as_bytes());
+        let (_t, ws, p) = setup(&body);
+        // Fresh: no position is kept (its timestamps could repeat).
+        let fresh = pages(&ws, &p, 4000);
+        assert_eq!(known_starts(&ws), 0);
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let first = pages(&ws, &p, 4000);
+        assert!(known_starts(&ws) >= first.len() - 1, "pages left no starts");
+        // The same pages again, now from the kept starts and totals, and
+        // pages of another size, which start between kept ones.
+        let again = pages(&ws, &p, 4000);
+        let other_ws = Workspace::open(ws.root()).unwrap();
+        for size in [100, 4000, 7777] {
+            assert_eq!(
+                pages(&ws, &p, size),
+                pages(&other_ws, &p, size),
+                "pages of {size}"
+            );
+        }
+        assert_eq!(fresh, first);
+        assert_eq!(first, again);
+        assert_eq!(first.last().unwrap().total_lines, 3001);
+    }
+
+    #[test]
+    fn a_kept_start_is_not_used_once_the_file_changed() {
+        let (t, ws, p) = setup(&lines(500));
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let first = pages(&ws, &p, 1000);
+        assert!(first.len() > 2 && known_starts(&ws) > 0);
+        // Same size, lines shifted: "line 1\n" becomes "line\n1 ".
+        let mut body = lines(500);
+        body[4] = b'\n';
+        body[5] = b'1';
+        body[6] = b' ';
+        std::fs::write(t.path().join("f.txt"), &body).unwrap();
+        // Settled again: the entry's identity (times) no longer matches.
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let after = pages(&ws, &p, 1000);
+        let other_ws = Workspace::open(ws.root()).unwrap();
+        assert_eq!(after, pages(&other_ws, &p, 1000));
+        assert_ne!(after, first);
+    }
+
+    #[test]
+    fn a_kept_start_that_is_not_after_a_newline_is_ignored() {
+        let (_t, ws, p) = setup(&lines(500));
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let first = read_file(&ws, &p, &req(1, None, None, 1000)).unwrap();
+        let next = first.next_start_line.unwrap();
+        // Corrupt the kept start: one byte early (inside the line before).
+        for k in ws.line_cache().files().iter_mut() {
+            for s in &mut k.starts {
+                s.1 -= 1;
+            }
+        }
+        let r = read_file(&ws, &p, &req(next, Some(next), None, 1000)).unwrap();
+        assert_eq!(r.content, format!("line {next}\n"));
     }
 }
