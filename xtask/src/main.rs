@@ -27,7 +27,8 @@
 //!   the official Python SDK client through the proxy in every era, and
 //!   forged headers checked with and without the trust flag.
 //! * `package` — `cargo package` of every publishable crate (each built
-//!   from its `.crate` file), `cargo publish --dry-run`, and the outside host
+//!   from its `.crate` file), `cargo publish --dry-run`, `cargo install
+//!   --locked --path crates/server` with its `--version`, and the outside host
 //!   of `tests/outside-host` built and run against the packaged
 //!   `ctm-patch-engine` and `ctm-exec-runtime`, with their packaged examples.
 //! * `release-check` — cargo-semver-checks (installed under `target/tools`)

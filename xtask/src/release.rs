@@ -119,7 +119,36 @@ pub fn package(_args: &[String]) -> Result<()> {
             .len();
         eprintln!("  {file:<34} {bytes:>7} bytes");
     }
+    timed("cargo install", || install_server(&packages))?;
     timed("outside host", || outside_host(&packages))
+}
+
+/// `cargo install --locked --path crates/server` as README.md tells it
+/// (`--debug`, into a scratch root, sharing the build of the tests: the
+/// release build is the same recipe, minutes longer), then `--version` must
+/// name the crate's own version.
+fn install_server(packages: &[Package]) -> Result<()> {
+    phase("cargo install --locked --path crates/server, and its --version");
+    let server = packages
+        .iter()
+        .find(|p| p.name == "coding-tools-mcp")
+        .context("coding-tools-mcp is not publishable")?;
+    let scratch = tempfile::tempdir()?;
+    run_cmd(
+        cargo()
+            .args(["install", "--locked", "--debug", "--quiet", "--path"])
+            .arg(root().join("crates/server"))
+            .arg("--root")
+            .arg(scratch.path())
+            .env("CARGO_TARGET_DIR", target_dir()),
+    )?;
+    let said =
+        stdout_of(Command::new(scratch.path().join("bin/coding-tools-mcp")).arg("--version"))?;
+    let wanted = format!("coding-tools-mcp {}", server.version);
+    if said.trim() != wanted {
+        bail!("--version said {said:?}, expected {wanted:?}");
+    }
+    Ok(())
 }
 
 /// Unpacks the `.crate` files the host needs, builds the host of
