@@ -202,7 +202,9 @@ fn outside_host(packages: &[Package]) -> Result<()> {
             .args(extra)
             .arg("--")
             .args(args)
-            .env("CARGO_TARGET_DIR", &build_dir);
+            .env("CARGO_TARGET_DIR", &build_dir)
+            // No debug info: 0.4 GB of builds instead of 2 GB, and sooner built.
+            .env("CARGO_PROFILE_DEV_DEBUG", "false");
         stdout_of(&mut c)
     };
     let said = host_run(&host, &[], &[])?;
