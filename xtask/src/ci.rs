@@ -92,6 +92,14 @@ pub fn run(_args: &[String]) -> Result<()> {
         "licenses",
         "sources",
     ]))?;
+    phase("feature combinations of the capability crates (cargo xtask features)");
+    crate::release::features(&[])?;
+    phase(
+        "packages: cargo package, cargo publish --dry-run, the outside host (cargo xtask package)",
+    );
+    crate::release::package(&[])?;
+    phase("semver: every publishable crate against the last release (cargo xtask release-check)");
+    crate::release::release_check(&[])?;
     let binary = build_server(false)?;
     let python = python_venv()?;
     phase("the official Python SDK's clients against the binary (stdio and HTTP)");

@@ -26,6 +26,17 @@
 //!   missing): two backends on two routes with trusted forwarded headers,
 //!   the official Python SDK client through the proxy in every era, and
 //!   forged headers checked with and without the trust flag.
+//! * `package` — `cargo package` of every publishable crate (each built
+//!   from its `.crate` file), `cargo publish --dry-run`, `cargo install
+//!   --locked --path crates/server` with its `--version`, and the outside host
+//!   of `tests/outside-host` built and run against the packaged
+//!   `ctm-patch-engine` and `ctm-exec-runtime`, with their packaged examples.
+//! * `release-check` — cargo-semver-checks (installed under `target/tools`)
+//!   of every publishable crate against the last release (`release/baseline`:
+//!   its tag, or its commit in a clone without tags), and a deliberate break
+//!   it must catch.
+//! * `features` — each documented feature combination of `ctm-exec-runtime`
+//!   and `ctm-workspace-fs` besides the defaults: clippy and tests.
 //! * `fuzz [--secs N] [--only T1,T2]` — each cargo-fuzz target of `fuzz/` for
 //!   N seconds; crashes are minimized into `fuzz/regressions/`.
 
@@ -43,6 +54,7 @@ mod harness;
 mod load;
 mod peer;
 mod proxy;
+mod release;
 mod schema;
 mod tokens;
 
@@ -55,7 +67,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics | package | release-check | features>"
         );
     };
     match cmd.as_str() {
@@ -69,6 +81,9 @@ fn main() -> Result<()> {
         "tokens" => tokens::run(rest),
         "proxy" => proxy::run(rest),
         "metrics" => ci::metrics(rest),
+        "package" => release::package(rest),
+        "release-check" => release::release_check(rest),
+        "features" => release::features(rest),
         other => bail!("unknown xtask command: {other}"),
     }
 }

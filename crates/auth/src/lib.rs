@@ -18,6 +18,8 @@
 //! assert!(!token.verify_header(b"Bearer wrong"));
 //! ```
 
+#![deny(missing_docs)]
+
 mod form;
 mod jwt;
 mod oauth;

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctm_exec_runtime::{
-    EnvInherit, EnvPolicy, ExecConfig, ExecRequest, ExecRuntime, Gates, PermissionMode,
-    RetentionBudget, RuntimeDirs, SandboxConfig, Status, WaitOptions,
+    ExecConfig, ExecRequest, ExecRuntime, PermissionMode, RuntimeDirs, Status, WaitOptions,
 };
 use ctm_workspace_fs::Workspace;
 
@@ -45,14 +44,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = ExecConfig {
-        gates: Gates::for_mode(PermissionMode::Trusted, false),
-        inherit: EnvInherit::Core,
-        env_policy: EnvPolicy::default(),
-        budget: RetentionBudget::default(),
-        allow_roots: Vec::new(),
-        sandbox: SandboxConfig::default(),
-    };
+    let config = ExecConfig::for_mode(PermissionMode::Trusted);
     // Private HOME/TMPDIR for the commands, removed when the runtime drops.
     let dirs = RuntimeDirs::create(root, None)
         .map(Arc::new)

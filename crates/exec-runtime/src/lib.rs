@@ -25,7 +25,7 @@
 //! let base = tempfile::tempdir().unwrap();
 //! let workspace = ctm_workspace_fs::Workspace::open(ws.path()).unwrap();
 //! let dirs = RuntimeDirs::create_in(base.path()).map(std::sync::Arc::new).map_err(std::sync::Arc::new);
-//! let cfg = ExecConfig { gates: Gates::for_mode(PermissionMode::Trusted, false), inherit: EnvInherit::Core, env_policy: EnvPolicy::default(), budget: RetentionBudget::default(), allow_roots: Vec::new(), sandbox: SandboxConfig::default() };
+//! let cfg = ExecConfig::for_mode(PermissionMode::Trusted);
 //! // A host that is a server of its own would also ask for `.subreaper(true)`.
 //! let rt = ExecRuntime::builder(cfg).build(workspace, dirs);
 //! let req = ExecRequest::new("echo hello; exit 3").with_timeout(Duration::from_secs(10));
@@ -36,6 +36,8 @@
 //! assert_eq!(killed.status, KillStatus::Exited);
 //! # }
 //! ```
+
+#![deny(missing_docs)]
 
 mod buffer;
 mod env;

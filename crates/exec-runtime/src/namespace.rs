@@ -27,7 +27,7 @@
 //! those is a place where a hand-written version could be subtly wrong.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -466,26 +466,7 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
             reason = "takes ownership of the descriptor the server left open for this process"
         )]
         let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
-        // What exists only inside: this sandbox's /proc (its processes
-        // alone), its private /tmp and /dev/shm, its pseudo-terminals. A
-        // rule covers what is mounted below its directory too, and the
-        // workspace may be mounted below /tmp: so no FIFOs there (the
-        // workspace allows none; `$TMPDIR` does).
-        let no_fifo = write & !crate::sandbox::make_fifo_access();
-        for (path, access) in [
-            ("/proc", read),
-            ("/tmp", no_fifo),
-            ("/dev/shm", no_fifo),
-            ("/dev/pts", terminal),
-        ] {
-            crate::sandbox::add_path_rule(ruleset.as_raw_fd(), Path::new(path), access);
-        }
-        if tty {
-            // A PTY command: its terminal (stdin) and /dev/tty, with ioctls.
-            crate::sandbox::add_fd_rule(ruleset.as_raw_fd(), 0, terminal);
-            crate::sandbox::add_path_rule(ruleset.as_raw_fd(), Path::new("/dev/tty"), terminal);
-        }
-        crate::sandbox::restrict_self(ruleset.as_raw_fd()).map_err(|e| format!("Landlock: {e}"))?;
+        crate::sandbox::confine_inside(&ruleset, read, write, terminal, tty)?;
     }
     // bubblewrap ran with the group's signals ignored (see the
     // supervisor); the command gets the defaults.

@@ -98,6 +98,12 @@ pub enum ExecError {
     /// kernel does not name).
     #[error("{0}")]
     Unrepresentable(String),
+    /// A terminal was asked for (`tty`), and this build of the crate has no
+    /// PTY support (its `pty` feature is off).
+    #[error(
+        "this build runs commands on pipes only: a terminal (tty) needs ctm-exec-runtime's `pty` feature"
+    )]
+    TtyUnavailable,
 }
 
 /// A count of what the pool holds ([`ExecRuntime::stats`]).
@@ -325,6 +331,21 @@ pub struct ExecConfig {
     pub allow_roots: Vec<PathBuf>,
     /// The namespace tier: asked for or not, git sealing, its entry program.
     pub sandbox: SandboxConfig,
+}
+
+impl ExecConfig {
+    /// The gates of `mode` (network off), the core environment, and the
+    /// defaults for the rest: what a host that only picks a mode needs.
+    pub fn for_mode(mode: crate::policy::PermissionMode) -> Self {
+        Self {
+            gates: Gates::for_mode(mode, false),
+            inherit: EnvInherit::Core,
+            env_policy: EnvPolicy::default(),
+            budget: RetentionBudget::default(),
+            allow_roots: Vec::new(),
+            sandbox: SandboxConfig::default(),
+        }
+    }
 }
 
 /// The sandbox commands of this runtime get, and why.
@@ -855,14 +876,18 @@ impl ExecRuntime {
             .roots
             .get_or_init(|| {
                 let cfg = &self.inner.cfg;
-                (cfg.gates.landlock && sandbox::support().available).then(|| {
-                    let write = write_roots_of(&self.inner.workspace, &self.inner.dirs);
-                    SandboxRoots::open(
-                        &self.inner.toolchains.read_roots,
-                        &write,
-                        cfg.gates.network == GateState::Blocked && !self.namespace_tier(),
-                    )
-                })
+                // `open` is None where the kernel (or this build) has no Landlock.
+                cfg.gates
+                    .landlock
+                    .then(|| {
+                        let write = write_roots_of(&self.inner.workspace, &self.inner.dirs);
+                        SandboxRoots::open(
+                            &self.inner.toolchains.read_roots,
+                            &write,
+                            cfg.gates.network == GateState::Blocked && !self.namespace_tier(),
+                        )
+                    })
+                    .flatten()
             })
             .as_ref()
     }
@@ -937,6 +962,9 @@ impl ExecRuntime {
     ) -> Result<Snapshot, ExecError> {
         if self.is_closed() {
             return Err(ExecError::ShuttingDown);
+        }
+        if req.tty && !cfg!(feature = "pty") {
+            return Err(ExecError::TtyUnavailable);
         }
         if req.cmd.contains('\0') {
             return Err(ExecError::Unrepresentable(
@@ -1147,12 +1175,12 @@ impl ExecRuntime {
             })
         };
         let tty = req.tty;
-        let (pty, pts) = if tty {
-            let (pty, pts) =
-                pty_process::open().map_err(|e| spawn_error(std::io::Error::other(e)))?;
-            (Some(pty), Some(pts))
+        // (`exec` refused a tty request already when there is no `pty` feature.)
+        #[cfg(feature = "pty")]
+        let terminal = if tty {
+            Some(pty_process::open().map_err(|e| spawn_error(std::io::Error::other(e)))?)
         } else {
-            (None, None)
+            None
         };
         let sandbox = self.sandbox(tty)?;
         let wrapper = match (ns, &self.inner.helper) {
@@ -1207,7 +1235,8 @@ impl ExecRuntime {
                 supervisor::split(status_fd, &launch)
             }
         };
-        if let (Some(pty), Some(pts)) = (pty, pts) {
+        #[cfg(feature = "pty")]
+        if let Some((pty, pts)) = terminal {
             let _ = pty.resize(pty_process::Size::new(40, 120));
             // The supervisor runs no program: the command process execs
             // `/bin/sh -c` with the `Launch`'s arguments and environment.

@@ -7,6 +7,7 @@
 //! inputs that ever failed are kept under `fuzz/regressions/<target>/`, the
 //! seeds under `fuzz/seeds/<target>/`; both are replayed by the tests.
 
+#![deny(missing_docs)]
 #![expect(
     clippy::unwrap_used,
     reason = "a failed property must stop the fuzzer with the input that broke it"

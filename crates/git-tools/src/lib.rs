@@ -29,6 +29,8 @@
 //! }
 //! ```
 
+#![deny(missing_docs)]
+
 mod blame;
 mod cache;
 mod confine;

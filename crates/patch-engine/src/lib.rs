@@ -30,6 +30,8 @@
 //! assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "hello\n");
 //! ```
 
+#![deny(missing_docs)]
+
 mod commit;
 mod error;
 mod gitdir;

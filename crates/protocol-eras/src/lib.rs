@@ -24,6 +24,8 @@
 //! assert_eq!(classify(&req).unwrap(), Era::Handshake);
 //! ```
 
+#![deny(missing_docs)]
+
 mod cancel;
 mod dispatch;
 mod encode;

@@ -603,6 +603,14 @@ pub fn exec_error(e: ExecError, config: &crate::cli::Config) -> ToolError {
             json!({"reason": "invalid_output_ref", "output_ref": r}),
             "Use an output_ref from a command result, e.g. command:<id>:stdout.",
         ),
+        // This binary builds the runtime with `pty`; a build without it
+        // would answer so.
+        ExecError::TtyUnavailable => err(
+            ErrorCode::InvalidArgument,
+            msg,
+            json!({"reason": "tty_unavailable", "field": "tty"}),
+            "Call again without tty: this build runs commands on pipes only.",
+        ),
         // `ExecError` is `#[non_exhaustive]`; every variant of this version
         // is mapped above.
         _ => err_as(

@@ -7,6 +7,7 @@
 //! argument decoder the server uses ([`validate_arguments`], [`tool_names`]); everything else
 //! stays private to the server.
 
+#![deny(missing_docs)]
 #![expect(
     clippy::result_large_err,
     reason = "ToolError is built once per failed call and carries the whole contract envelope"

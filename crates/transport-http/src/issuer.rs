@@ -137,7 +137,8 @@ impl Fetcher {
             .header(header::ACCEPT, "application/json")
             .header(
                 header::USER_AGENT,
-                concat!("coding-tools-mcp/", env!("CARGO_PKG_VERSION")),
+                // This crate's own name and version: they move on their own.
+                concat!("ctm-transport-http/", env!("CARGO_PKG_VERSION")),
             )
             .body(Empty::new())
             .map_err(|e| format!("{url}: {e}"))?;

@@ -35,6 +35,8 @@
 //! A closed connection fires the request's cancellation signal (the
 //! in-flight future is dropped, and a guard turns the drop into a cancel).
 
+#![deny(missing_docs)]
+
 mod forwarded;
 mod host;
 mod issuer;

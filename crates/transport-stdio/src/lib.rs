@@ -14,6 +14,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -18,8 +18,11 @@
 //!
 //! On top of it: [`read_file`] (a streamed line range), [`list_dir`] and
 //! [`list_files`] (the `ignore` crate: `.gitignore`, `.ignore`, git excludes),
-//! [`search_text`] (the grep crates), [`view_image`] (the `image` crate) and
+//! [`search_text`] (the grep crates), `view_image` (the `image` crate) and
 //! [`project_context`] (bounded `AGENTS.md`/`CLAUDE.md` instructions).
+//!
+//! Cargo features: `image` (default) brings `view_image` and its types; a host
+//! that shows no images leaves it out, and the `image` crate with it.
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
@@ -35,9 +38,12 @@
 //! assert!(ctx.text.contains("Run the tests."));
 //! ```
 
+#![deny(missing_docs)]
+
 mod confine;
 mod context;
 mod error;
+#[cfg(feature = "image")]
 mod image;
 mod list;
 mod path;
@@ -50,6 +56,7 @@ pub use context::{
     project_context_with,
 };
 pub use error::{FsError, IoCause};
+#[cfg(feature = "image")]
 pub use image::{
     ImageOutcome, ImageRequest, ImageWarning, MAX_DECODE_PIXELS, MAX_SOURCE_BYTES, view_image,
 };

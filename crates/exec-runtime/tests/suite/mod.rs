@@ -1,3 +1,4 @@
+mod features_off;
 mod scenarios;
 
 use std::sync::Arc;
@@ -23,12 +24,8 @@ pub fn fixture_with(mode: PermissionMode, budget: RetentionBudget) -> Fixture {
         .map(Arc::new)
         .map_err(Arc::new);
     let cfg = ExecConfig {
-        gates: Gates::for_mode(mode, false),
-        inherit: EnvInherit::Core,
-        env_policy: EnvPolicy::default(),
         budget,
-        allow_roots: Vec::new(),
-        sandbox: SandboxConfig::default(),
+        ..ExecConfig::for_mode(mode)
     };
     // As the server runs it: orphans the supervisor did not reap are
     // re-parented to the test process.

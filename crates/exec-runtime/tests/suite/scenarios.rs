@@ -173,6 +173,7 @@ async fn kill_term_respecting_process_is_terminated() {
     assert!(k.ended_by_kill, "{k:?}");
 }
 
+#[cfg(feature = "pty")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pty_repl_over_several_writes() {
     let f = fixture(PermissionMode::Trusted);
@@ -225,6 +226,7 @@ async fn pty_repl_over_several_writes() {
     assert_eq!((p.status, p.exit_code), (Status::Exited, Some(7)));
 }
 
+#[cfg(feature = "pty")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tty_command_that_exits_at_once_is_exited() {
     let f = fixture(PermissionMode::Trusted);

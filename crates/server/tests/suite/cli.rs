@@ -51,12 +51,20 @@ fn help_names_the_important_flags() {
     }
 }
 
+/// `--version` names the binary's own crate version, and `serverInfo`
+/// (whose version protocol-eras writes down, its own version moving on its
+/// own) says the same.
 #[test]
 fn version() {
     let out = run(&["--version"], &[]);
     assert_eq!(
         String::from_utf8(out.stdout).unwrap().trim(),
-        "coding-tools-mcp 0.3.0"
+        concat!("coding-tools-mcp ", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        ctm_protocol_eras::SERVER_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        "set ctm_protocol_eras::SERVER_VERSION to the server's version"
     );
 }
 

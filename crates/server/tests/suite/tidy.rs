@@ -72,15 +72,71 @@ fn every_library_has_crate_docs_and_uses_workspace_settings() {
         let main = dir.join("src/main.rs");
         let src = std::fs::read_to_string(if lib.exists() { lib } else { main }).unwrap();
         assert!(src.starts_with("//!"), "{name} has no crate docs");
+        assert!(
+            src.contains("\n#![deny(missing_docs)]\n"),
+            "{name} must deny missing docs"
+        );
         assert_eq!(
             table["lints"]["workspace"].as_bool(),
             Some(true),
             "{name} must inherit the workspace lints"
         );
+        for key in ["edition", "rust-version", "license"] {
+            assert_eq!(
+                table["package"][key]["workspace"].as_bool(),
+                Some(true),
+                "{name} must take its {key} from the workspace"
+            );
+        }
+    }
+}
+
+/// Each published crate is versioned on its own: the version in its
+/// manifest, a section of its CHANGELOG.md for that version, a README.md,
+/// and the workspace's requirement on it naming that version (so a
+/// dependent's package asks for the version it was built with).
+#[test]
+fn every_published_crate_carries_its_own_version_changelog_and_readme() {
+    let root: toml::Table = std::fs::read_to_string(repo_root().join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let requirements = root["workspace"]["dependencies"].as_table().unwrap();
+    let mut published = 0;
+    for (name, (dir, table)) in manifests() {
+        let package = table["package"].as_table().unwrap();
+        if package.get("publish").and_then(|p| p.as_bool()) == Some(false) {
+            continue;
+        }
+        published += 1;
+        let version = package["version"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} must state its own version"));
+        for key in ["description", "readme", "keywords", "categories"] {
+            assert!(package.contains_key(key), "{name} has no {key}");
+        }
+        assert!(
+            !package.contains_key("repository"),
+            "{name}: no repository until there is a real one"
+        );
+        let readme = std::fs::read_to_string(dir.join("README.md"))
+            .unwrap_or_else(|e| panic!("{name}: README.md: {e}"));
+        assert!(
+            readme.starts_with(&format!("# {name}\n")),
+            "{name}: README.md must open with the crate's name"
+        );
+        let changelog = std::fs::read_to_string(dir.join("CHANGELOG.md"))
+            .unwrap_or_else(|e| panic!("{name}: CHANGELOG.md: {e}"));
+        assert!(
+            changelog.contains(&format!("\n## [{version}]")),
+            "{name}: CHANGELOG.md has no section for {version}"
+        );
+        let wanted = requirements[&name]["version"].as_str();
         assert_eq!(
-            table["package"]["version"]["workspace"].as_bool(),
-            Some(true),
-            "{name} must take its version from the workspace"
+            wanted,
+            Some(version),
+            "the workspace's requirement on {name} must name its version"
         );
     }
+    assert!(published >= 9, "only {published} published crates");
 }
