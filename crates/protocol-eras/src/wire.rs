@@ -19,15 +19,24 @@ const MARK_EVERY: usize = 4096;
 
 /// `value` as compact JSON, byte for byte what `serde_json::to_vec` gives.
 pub fn to_wire(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    to_wire_into(value, &mut out);
+    out
+}
+
+/// [`to_wire`] appended to `out`: a writer that keeps one buffer for its
+/// messages does not allocate (and fault in) a new one for each.
+pub fn to_wire_into(value: &Value, out: &mut Vec<u8>) {
     let raw = raw_len(value);
+    // Room for the text and a little escaping: a large answer is written
+    // into one allocation, not grown and copied.
+    out.reserve(raw + raw / 32 + 64);
     let mut w = Writer {
-        // Room for the text and a little escaping: a large answer is
-        // allocated once, not grown and copied.
-        out: Vec::with_capacity(raw + raw / 32 + 64),
+        out: std::mem::take(out),
         long: Vec::new(),
     };
     w.value(value);
-    w.out
+    *out = w.out;
 }
 
 /// About the length of `value` as JSON before escaping (strings' bytes,

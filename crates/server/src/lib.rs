@@ -305,10 +305,9 @@ async fn run(
     if server.config.stdio {
         tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
         widen_stdout_pipe();
-        let serve = ctm_transport_stdio::serve(
+        let serve = ctm_transport_stdio::serve_stdout(
             dispatcher,
             tokio::io::stdin(),
-            tokio::io::stdout(),
             server.config.max_wait_secs,
         );
         return tokio::select! {

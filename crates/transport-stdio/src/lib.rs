@@ -13,6 +13,10 @@
 //! ctm_transport_stdio::serve(d, tokio::io::stdin(), tokio::io::stdout(), 30).await
 //! # }
 //! ```
+//!
+//! A process serving on its own stdout uses [`serve_stdout`], which writes
+//! each answer with one blocking `write` of the encoded line instead of
+//! copying it through `tokio::io::stdout` and std's line buffer.
 
 #![deny(missing_docs)]
 
@@ -48,6 +52,47 @@ pub async fn serve<D, R, W>(
     dispatcher: Arc<D>,
     input: R,
     output: W,
+    wait_budget_secs: u64,
+) -> std::io::Result<()>
+where
+    D: Dispatcher,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_to(dispatcher, input, Output::Stream(output), wait_budget_secs).await
+}
+
+/// [`serve`] with answers written to this process's stdout (a duplicate of
+/// descriptor 1): each answer line is handed whole to a blocking `write`
+/// on the blocking pool, without a copy. Messages written to stdout by
+/// anything else would interleave; nothing else may write there.
+pub async fn serve_stdout<D, R>(
+    dispatcher: Arc<D>,
+    input: R,
+    wait_budget_secs: u64,
+) -> std::io::Result<()>
+where
+    D: Dispatcher,
+    R: AsyncRead + Unpin,
+{
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned()?;
+    let output: Output<tokio::io::Sink> = Output::Fd(Arc::new(std::fs::File::from(stdout)));
+    serve_to(dispatcher, input, output, wait_budget_secs).await
+}
+
+/// Where answer lines go.
+enum Output<W> {
+    /// Any async writer.
+    Stream(W),
+    /// A file written with blocking writes off the async workers.
+    Fd(Arc<std::fs::File>),
+}
+
+async fn serve_to<D, R, W>(
+    dispatcher: Arc<D>,
+    input: R,
+    output: Output<W>,
     wait_budget_secs: u64,
 ) -> std::io::Result<()>
 where
@@ -214,15 +259,41 @@ fn lock(m: &InFlight) -> std::sync::MutexGuard<'_, HashMap<String, Cancellation>
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(
-    mut output: W,
+    mut output: Output<W>,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
 ) -> std::io::Result<()> {
+    // One buffer for every answer, kept up to KEPT_BUFFER_BYTES.
+    let mut bytes = Vec::new();
     // The slot is given back once the answer is written (dropped here).
     while let Some((msg, _slot)) = rx.recv().await {
-        let mut bytes = ctm_protocol_eras::to_wire(&msg);
+        bytes.clear();
+        if bytes.capacity() > KEPT_BUFFER_BYTES {
+            bytes = Vec::new();
+        }
+        ctm_protocol_eras::to_wire_into(&msg, &mut bytes);
+        drop(msg);
         bytes.push(b'\n');
-        output.write_all(&bytes).await?;
-        output.flush().await?;
+        match &mut output {
+            Output::Stream(w) => {
+                w.write_all(&bytes).await?;
+                w.flush().await?;
+            }
+            Output::Fd(file) => {
+                let file = file.clone();
+                let (written, buffer) = tokio::task::spawn_blocking(move || {
+                    use std::io::Write;
+                    ((&*file).write_all(&bytes), bytes)
+                })
+                .await
+                .map_err(std::io::Error::other)?;
+                written?;
+                bytes = buffer;
+            }
+        }
     }
     Ok(())
 }
+
+/// The answer buffer is kept between answers up to this capacity (a
+/// `read_file` page of 1 MiB needs about 2.2 MiB); a larger one is freed.
+const KEPT_BUFFER_BYTES: usize = 4 * 1024 * 1024;

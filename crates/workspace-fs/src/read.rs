@@ -157,7 +157,13 @@ pub fn read_file(
     }
     let content_start_offset = counter.bytes;
     // 2. Collect the range within the byte budget.
-    let mut out: Vec<u8> = Vec::new();
+    // The page's room at once (or the file's, when smaller): not grown by
+    // doubling and copying. A line over the budget may add 4 bytes.
+    let size_hint = reader.get_ref().metadata().map_or(0, |m| m.len());
+    let room = usize::try_from(size_hint.saturating_sub(counter.bytes))
+        .unwrap_or(usize::MAX)
+        .min(req.max_bytes + 4);
+    let mut out: Vec<u8> = Vec::with_capacity(room);
     let mut end_line = req.start_line - 1;
     let mut truncated_by = None;
     let mut first_line_exceeds_limit = false;

@@ -6,7 +6,7 @@ use ctm_workspace_fs::{
     Entry, FilesRequest, FsError, Globs, ImageRequest, ImageWarning, ListRequest, ReadRequest,
     SearchRequest, SortKey, TruncatedBy, WalkWarning, Workspace, WorkspacePath,
 };
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 
 use crate::catalog::{
     FilesSort, LIST_DIR_MAX_ENTRIES, LIST_FILES_MAX_RESULTS, ListDirArgs, ListFilesArgs, ListSort,
@@ -218,7 +218,9 @@ pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess
             arguments: a,
         }
     });
-    let mut text = r.content.clone();
+    // Room for the continuation line: pushing it must not copy the page.
+    let mut text = String::with_capacity(r.content.len() + 512);
+    text.push_str(&r.content);
     if let Some(next) = &next_action {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -289,9 +291,16 @@ pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess
         next_start_line: r.next_start_line,
         warnings,
         next_action,
-        content: r.content,
+        // Moved in below, after the rest is serialized: a page is not
+        // copied a second time.
+        content: String::new(),
     };
-    Ok(ToolSuccess::new(text, &result))
+    let mut success = ToolSuccess::new(text, &result);
+    // Replaces the empty value in place (the field order stays).
+    success
+        .structured
+        .insert("content".into(), Value::String(r.content));
+    Ok(success)
 }
 
 /// The reference's `output_lines`: the pieces of the content split at
