@@ -598,15 +598,18 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
 }
 
 /// `apply_patch` of one line in 1 and in 20 files (200 lines each), forward
-/// and back on alternate runs, against `git apply` of the same change.
+/// and back on alternate runs, alternating with `git apply` of the same
+/// change to a copy of the files.
 fn apply_patch(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let ws = tempfile::tempdir()?;
-    // The peer patches its own copy, so both can alternate.
+    // The peer and `git apply` patch their own copies, so all alternate.
     let peer_ws = tempfile::tempdir()?;
+    let git_ws = tempfile::tempdir()?;
     for i in 0..20 {
         let body: String = (0..200).map(|l| format!("file {i} line {l}\n")).collect();
-        std::fs::write(ws.path().join(format!("f{i:02}.txt")), &body)?;
-        std::fs::write(peer_ws.path().join(format!("f{i:02}.txt")), body)?;
+        for dir in [&ws, &peer_ws, &git_ws] {
+            std::fs::write(dir.path().join(format!("f{i:02}.txt")), &body)?;
+        }
     }
     let mut other = peer
         .map(|p| Client::start_peer(p, peer_ws.path()))
@@ -636,24 +639,21 @@ fn apply_patch(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         let forward = (ours_patch(n, "", " changed"), git_diff(n, "", " changed"));
         let back = (ours_patch(n, " changed", ""), git_diff(n, " changed", ""));
         for k in 0..runs * 2 {
-            let (ours, _) = if k % 2 == 0 { &forward } else { &back };
+            let (ours, diff) = if k % 2 == 0 { &forward } else { &back };
             let (d, _) = client.call("apply_patch", json!({"patch": ours}))?;
             a.push(d);
-            if let Some(o) = other.as_mut() {
-                b.push(o.call("apply_patch", json!({"patch": ours}))?.0);
-            }
-        }
-        for k in 0..runs * 2 {
-            let (_, diff) = if k % 2 == 0 { &forward } else { &back };
-            let diff_path = ws.path().join(".bench.diff");
+            let diff_path = git_ws.path().join(".bench.diff");
             std::fs::write(&diff_path, diff)?;
             let (d, _) = timed_command(
                 Command::new("git")
-                    .current_dir(ws.path())
+                    .current_dir(git_ws.path())
                     .args(["apply", "--unsafe-paths"])
                     .arg(&diff_path),
             )?;
             r.push(d);
+            if let Some(o) = other.as_mut() {
+                b.push(o.call("apply_patch", json!({"patch": ours}))?.0);
+            }
         }
         let name = format!("apply_patch, {n} file(s), one hunk each");
         row(&name, median(&mut a), "git apply", median(&mut r));
