@@ -358,8 +358,7 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Res
         }
     }
     let mut client = Client::start(binary, tree)?;
-    type Op<'a> = (&'a str, &'a str, Value, Vec<&'a str>);
-    let ops: Vec<Op<'_>> = vec![
+    let ops: Vec<GitOp<'_>> = vec![
         (
             "git_status (49k files)",
             "git_status",
@@ -386,6 +385,61 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Res
         ),
     ];
     let mut other = peer.map(|p| Client::start_peer(p, tree)).transpose()?;
+    time_git_ops(&mut client, other.as_mut(), tree, ops, runs)?;
+    drop(client);
+    drop(other);
+    deep_blame(binary, runs, peer)
+}
+
+/// `git_blame` of 200 lines of a file that every one of 157 commits
+/// changed (a generated repository: fixed seed and dates), against
+/// `git blame --porcelain -L 1,200`: the blame walks the whole history,
+/// where the bench tree's file has 6 changes.
+/// Twice: on the repository packed (as a clone has it) and with the loose
+/// objects its commits made.
+fn deep_blame(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
+    let loose = generate_blame_repo()?;
+    let packed = target_dir().join("bench-blame-repo-packed");
+    let marker = packed.join(format!(".git/ctm-bench-{BLAME_SEED:x}-{BLAME_COMMITS}"));
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&packed);
+        let st = git_cmd(&target_dir())
+            .args(["clone", "-q", "--no-local"])
+            .arg(&loose)
+            .arg(&packed)
+            .status()?;
+        if !st.success() {
+            bail!("git clone of {} failed", loose.display());
+        }
+        std::fs::write(&marker, b"")?;
+    }
+    for (repo, how) in [(&packed, "packed"), (&loose, "loose objects")] {
+        let mut client = Client::start(binary, repo)?;
+        let mut other = peer.map(|p| Client::start_peer(p, repo)).transpose()?;
+        let name =
+            format!("git_blame 200 lines ({BLAME_COMMITS} commits touching the file, {how})");
+        let ops = vec![(
+            name.as_str(),
+            "git_blame",
+            json!({"path": "src/engine.rs", "end_line": 200}),
+            vec!["blame", "--porcelain", "-L", "1,200", "--", "src/engine.rs"],
+        )];
+        time_git_ops(&mut client, other.as_mut(), repo, ops, runs)?;
+    }
+    Ok(())
+}
+
+type GitOp<'a> = (&'a str, &'a str, Value, Vec<&'a str>);
+
+/// Each of `ops` on the server (after one untimed call) alternating with
+/// its git command, `runs` times; one row each.
+fn time_git_ops(
+    client: &mut Client,
+    mut other: Option<&mut Client>,
+    tree: &Path,
+    ops: Vec<GitOp<'_>>,
+    runs: usize,
+) -> Result<()> {
     for (name, tool, args, git_args) in ops {
         client.call(tool, args.clone())?;
         if let Some(o) = other.as_mut() {
@@ -399,12 +453,90 @@ fn git_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Res
                 b.push(o.call(tool, args.clone())?.0);
             }
         }
-        row(name, median(&mut a), "git CLI", median(&mut r));
+        let floor = format!("`git {}`", git_args.join(" "));
+        row(name, median(&mut a), &floor, median(&mut r));
         if !b.is_empty() {
             peer_row(name, median(&mut a), median(&mut b));
         }
     }
     Ok(())
+}
+
+const BLAME_COMMITS: usize = 157;
+const BLAME_SEED: u64 = 0xb1a3_e157;
+
+/// `target/bench-blame-repo`: 157 commits (fixed seed, author and dates),
+/// each changing a few lines of the 300-line `src/engine.rs` (edits,
+/// insertions, deletions) and one of 40 other files. Built once per seed.
+fn generate_blame_repo() -> Result<PathBuf> {
+    let root = target_dir().join("bench-blame-repo");
+    let marker = root.join(format!(".git/ctm-bench-{BLAME_SEED:x}-{BLAME_COMMITS}"));
+    if marker.exists() {
+        return Ok(root);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    eprintln!(
+        "committing {BLAME_COMMITS} changes under {} ...",
+        root.display()
+    );
+    std::fs::create_dir_all(root.join("src"))?;
+    let mut rng = Rng(BLAME_SEED);
+    let line = |rng: &mut Rng, tag: usize| {
+        let n = 3 + rng.below(6);
+        let words: Vec<&str> = (0..n)
+            .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize])
+            .collect();
+        format!("    {} // {tag}", words.join(" "))
+    };
+    let mut engine: Vec<String> = (0..300).map(|_| line(&mut rng, 0)).collect();
+    let mut others: Vec<Vec<String>> = (0..40)
+        .map(|_| (0..50).map(|_| line(&mut rng, 0)).collect())
+        .collect();
+    let write = |rel: &str, lines: &[String]| -> Result<()> {
+        let mut body = lines.join("\n");
+        body.push('\n');
+        std::fs::write(root.join(rel), body)?;
+        Ok(())
+    };
+    let run = |args: &[&str], when: usize| -> Result<()> {
+        let date = format!("{} +0000", 1_700_000_000 + when * 3_600);
+        let st = git_cmd(&root)
+            .args(args)
+            .env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_DATE", &date)
+            .stdout(Stdio::null())
+            .status()?;
+        if !st.success() {
+            bail!("git {args:?} failed");
+        }
+        Ok(())
+    };
+    run(&["init", "-q", "-b", "main"], 0)?;
+    for commit in 0..BLAME_COMMITS {
+        if commit > 0 {
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(engine.len() as u64) as usize;
+                match rng.below(6) {
+                    0 => engine.insert(at, line(&mut rng, commit)),
+                    1 if engine.len() > 250 => {
+                        engine.remove(at);
+                    }
+                    _ => engine[at] = line(&mut rng, commit),
+                }
+            }
+            let other = rng.below(others.len() as u64) as usize;
+            let at = rng.below(50) as usize;
+            others[other][at] = line(&mut rng, commit);
+        }
+        write("src/engine.rs", &engine)?;
+        for (i, o) in others.iter().enumerate() {
+            write(&format!("src/mod{i:02}.rs"), o)?;
+        }
+        run(&["add", "-A"], commit)?;
+        run(&["commit", "-qm", &format!("change {commit}")], commit)?;
+    }
+    std::fs::write(&marker, b"")?;
+    Ok(root)
 }
 
 /// `exec_command true` round trip against spawning `/bin/true`; then the
@@ -465,15 +597,18 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
 }
 
 /// `apply_patch` of one line in 1 and in 20 files (200 lines each), forward
-/// and back on alternate runs, against `git apply` of the same change.
+/// and back on alternate runs, alternating with `git apply` of the same
+/// change to a copy of the files.
 fn apply_patch(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     let ws = tempfile::tempdir()?;
-    // The peer patches its own copy, so both can alternate.
+    // The peer and `git apply` patch their own copies, so all alternate.
     let peer_ws = tempfile::tempdir()?;
+    let git_ws = tempfile::tempdir()?;
     for i in 0..20 {
         let body: String = (0..200).map(|l| format!("file {i} line {l}\n")).collect();
-        std::fs::write(ws.path().join(format!("f{i:02}.txt")), &body)?;
-        std::fs::write(peer_ws.path().join(format!("f{i:02}.txt")), body)?;
+        for dir in [&ws, &peer_ws, &git_ws] {
+            std::fs::write(dir.path().join(format!("f{i:02}.txt")), &body)?;
+        }
     }
     let mut other = peer
         .map(|p| Client::start_peer(p, peer_ws.path()))
@@ -503,24 +638,21 @@ fn apply_patch(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         let forward = (ours_patch(n, "", " changed"), git_diff(n, "", " changed"));
         let back = (ours_patch(n, " changed", ""), git_diff(n, " changed", ""));
         for k in 0..runs * 2 {
-            let (ours, _) = if k % 2 == 0 { &forward } else { &back };
+            let (ours, diff) = if k % 2 == 0 { &forward } else { &back };
             let (d, _) = client.call("apply_patch", json!({"patch": ours}))?;
             a.push(d);
-            if let Some(o) = other.as_mut() {
-                b.push(o.call("apply_patch", json!({"patch": ours}))?.0);
-            }
-        }
-        for k in 0..runs * 2 {
-            let (_, diff) = if k % 2 == 0 { &forward } else { &back };
-            let diff_path = ws.path().join(".bench.diff");
+            let diff_path = git_ws.path().join(".bench.diff");
             std::fs::write(&diff_path, diff)?;
             let (d, _) = timed_command(
                 Command::new("git")
-                    .current_dir(ws.path())
+                    .current_dir(git_ws.path())
                     .args(["apply", "--unsafe-paths"])
                     .arg(&diff_path),
             )?;
             r.push(d);
+            if let Some(o) = other.as_mut() {
+                b.push(o.call("apply_patch", json!({"patch": ours}))?.0);
+            }
         }
         let name = format!("apply_patch, {n} file(s), one hunk each");
         row(&name, median(&mut a), "git apply", median(&mut r));

@@ -5,6 +5,10 @@ use gix::bstr::ByteSlice;
 use crate::error::GitError;
 use crate::repo::GitRepo;
 
+/// Objects a blame keeps decoded while it walks the history: each tree
+/// and blob is read for the commit that has it and again for its child.
+const BLAME_OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Which lines [`GitRepo::blame`] attributes; [`Default`]: from line 1 to
 /// the end, at most 200.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +97,8 @@ impl GitRepo {
         } = *opts;
         // file_at judges the path before anything about history.
         let content = self.file_at(rev, path)?;
-        let repo = self.local();
+        let mut repo = self.local();
+        repo.object_cache_size_if_unset(BLAME_OBJECT_CACHE_BYTES);
         let id = self.commit_id(&repo, rev)?;
         if crate::diff::is_binary(&content) {
             return Err(GitError::Binary(path.to_owned()));

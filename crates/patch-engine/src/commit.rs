@@ -1095,7 +1095,8 @@ fn temp_name(kind: &str, name: &OsStr) -> OsString {
 /// Directories open at once during a commit. A patch touching more
 /// directories reopens an evicted one by its path (beneath the root, and
 /// checked again for `.git`), so a patch of any size holds a bounded number
-/// of file handles: these, and the one temp file being written.
+/// of file handles: these, and at most [`SYNC_BATCH`] temp files or
+/// directory handles waiting for their fsync.
 const MAX_OPEN_DIRS: usize = 64;
 
 /// The parent directories of a commit's files, opened beneath the root.
@@ -1133,6 +1134,53 @@ impl<'a> Dirs<'a> {
         };
         Ok((&self.open[i].1, name))
     }
+}
+
+/// Files fsynced together at most (temp files held open, or directories):
+/// bounds the handles a commit holds besides [`MAX_OPEN_DIRS`].
+const SYNC_BATCH: usize = 32;
+/// Threads fsyncing one batch, or removing a commit's backups. The
+/// calls wait on the disk, not the CPU: overlapped, a journaling file
+/// system commits the fsyncs that wait at the same time together, and the
+/// device serves several requests at once.
+const IO_THREADS: usize = 4;
+
+/// Runs `work` on every item, from up to [`IO_THREADS`] threads at once;
+/// the first failure is the error.
+fn in_parallel<T: Sync, E: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> Result<(), E> + Sync,
+) -> Result<(), E> {
+    if items.len() <= 1 {
+        return items.iter().try_for_each(&work);
+    }
+    let work = &work;
+    let per_thread = items.len().div_ceil(IO_THREADS);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .chunks(per_thread)
+            .map(|part| scope.spawn(move || part.iter().try_for_each(work)))
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}
+
+/// fsyncs every file of `batch` (temp files or directories, each with the
+/// path shown in an error) at once.
+fn sync_together(batch: &[(OwnedFd, String)]) -> Result<(), PatchError> {
+    in_parallel(batch, |(fd, shown)| {
+        rustix::fs::fsync(fd).map_err(|e| io_err(shown, e))
+    })
+}
+
+/// Unlinks each backup; a backup that stays is swept at the next start.
+fn remove_backups(backups: &[(OwnedFd, OsString)]) {
+    let _ = in_parallel(backups, |(dir, name)| {
+        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+        Ok::<(), ()>(())
+    });
 }
 
 /// One installed change, for rollback.
@@ -1218,9 +1266,10 @@ impl<'a> Commit<'a> {
     }
 
     fn try_run(&mut self, changes: &[Staged]) -> Result<(), PatchError> {
-        // 1. Write every new content to a temp file beside its target, one
-        //    file open at a time.
+        // 1. Write every new content to a temp file beside its target; the
+        //    temp files are fsynced together, a batch at a time.
         let mut prepared = Vec::new();
+        let mut unsynced: Vec<(OwnedFd, String)> = Vec::new();
         for s in changes {
             let shown = s.path.as_given().to_owned();
             let dir_missing = matches!(
@@ -1252,7 +1301,10 @@ impl<'a> Commit<'a> {
                     f.write_all(bytes).map_err(|e| io_err(&shown, e))?;
                     rustix::fs::fchmod(&f, Mode::from_raw_mode(s.mode))
                         .map_err(|e| io_err(&shown, e))?;
-                    f.sync_all().map_err(|e| io_err(&shown, e))?;
+                    unsynced.push((OwnedFd::from(f), shown.clone()));
+                    if unsynced.len() >= SYNC_BATCH {
+                        sync_together(&std::mem::take(&mut unsynced))?;
+                    }
                     Some(t)
                 }
                 None => {
@@ -1262,7 +1314,11 @@ impl<'a> Commit<'a> {
             };
             prepared.push((s, temp, shown));
         }
-        // 2. Install, re-checking each baseline immediately before its replacement.
+        sync_together(&unsynced)?;
+        drop(unsynced);
+        // 2. Install, re-checking each baseline immediately before its
+        //    replacement. No rename is durable before every temp file is.
+        let mut touched: BTreeMap<PathBuf, WorkspacePath> = BTreeMap::new();
         for (s, temp, shown) in prepared {
             let (dir, name) = self.dir_of(&s.path, false)?;
             let now = match baseline_at(dir, &name) {
@@ -1332,10 +1388,38 @@ impl<'a> Commit<'a> {
                 }
                 (None, Baseline::Absent) => {}
             }
-            let (dir, _) = self.dirs.get(&s.path, false)?;
-            rustix::fs::fsync(dir).map_err(|e| io_err(&shown, e))?;
+            let key = s.path.relative().parent().unwrap_or(Path::new(""));
+            touched
+                .entry(key.to_path_buf())
+                .or_insert_with(|| s.path.clone());
         }
-        Ok(())
+        // 3. One fsync per directory the renames changed, and per parent of
+        //    a directory the commit made; the patch is durable once they
+        //    return. Every file is wholly old or wholly new whichever of
+        //    them a crash precedes: each rename is atomic and its temp file
+        //    was durable before it.
+        let mut dirs = Vec::new();
+        for path in touched.values() {
+            let (dir, _) = self.dirs.get(path, false)?;
+            let dir = dir.try_clone().map_err(|e| io_err(path.as_given(), e))?;
+            dirs.push((dir, path.as_given().to_owned()));
+            if dirs.len() >= SYNC_BATCH {
+                sync_together(&std::mem::take(&mut dirs))?;
+            }
+        }
+        for made in &self.created_dirs {
+            let parent_key = made.relative().parent().unwrap_or(Path::new(""));
+            if touched.contains_key(parent_key) {
+                continue;
+            }
+            if let Ok((parent, _)) = self.ws.open_parent(made, false) {
+                dirs.push((parent, made.as_given().to_owned()));
+            }
+            if dirs.len() >= SYNC_BATCH {
+                sync_together(&std::mem::take(&mut dirs))?;
+            }
+        }
+        sync_together(&dirs)
     }
 
     fn note_missing_dirs(&mut self, path: &WorkspacePath) {
@@ -1364,8 +1448,13 @@ impl<'a> Commit<'a> {
         }
     }
 
-    /// Success: drop the backups.
+    /// Success: drop the backups. Not fsynced: a backup is a second name
+    /// of the old file, so losing its removal in a crash loses nothing, and
+    /// the next start sweeps it as a dead process's leftover.
+    /// Removed from several threads: freeing an old file's blocks can
+    /// wait on the device (a `discard` mount trims them at once).
     fn finish(&mut self) {
+        let mut backups = Vec::new();
         for d in std::mem::take(&mut self.done) {
             if let Done::Installed {
                 path,
@@ -1374,10 +1463,18 @@ impl<'a> Commit<'a> {
             | Done::Removed { path, backup: b } = d
                 && let Ok((dir, _)) = self.dirs.get(&path, false)
             {
-                let _ = rustix::fs::unlinkat(dir, &b, AtFlags::empty());
-                let _ = rustix::fs::fsync(dir);
+                match dir.try_clone() {
+                    Ok(dir) => backups.push((dir, b)),
+                    Err(_) => {
+                        let _ = rustix::fs::unlinkat(dir, &b, AtFlags::empty());
+                    }
+                }
+            }
+            if backups.len() >= SYNC_BATCH {
+                remove_backups(&std::mem::take(&mut backups));
             }
         }
+        remove_backups(&backups);
     }
 
     /// Failure: put every file back, newest first, and remove every temp
