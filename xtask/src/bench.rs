@@ -903,6 +903,8 @@ fn rss_after(client: &Client, group: &str, idle_kib: u64) -> Result<()> {
 struct Client {
     peer: Peer,
     id: u64,
+    /// The last answer's bytes (kept: large answers reuse it).
+    line: Vec<u8>,
 }
 
 impl Client {
@@ -917,7 +919,11 @@ impl Client {
                 .arg(ws)
                 .args(extra),
         )?;
-        Ok(Self { peer, id: 0 })
+        Ok(Self {
+            peer,
+            id: 0,
+            line: Vec::new(),
+        })
     }
 
     /// The `--peer` server on `ws`, after the handshake (which any server
@@ -925,7 +931,11 @@ impl Client {
     fn start_peer(template: &str, ws: &Path) -> Result<Self> {
         let words = crate::peer::template_words(template, ws)?;
         let peer = Peer::spawn(Command::new(&words[0]).args(&words[1..]).current_dir(ws))?;
-        let mut client = Self { peer, id: 1 };
+        let mut client = Self {
+            peer,
+            id: 1,
+            line: Vec::new(),
+        };
         client.peer.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#)?;
         client.peer.recv()?;
         client
@@ -941,10 +951,10 @@ impl Client {
         self.peer.send(&msg.to_string())?;
         // The clock stops when the answer is read; parsing it is the
         // client's work, not the server's.
-        let line = self.peer.recv_line()?;
+        self.peer.recv_bytes(&mut self.line)?;
         let elapsed = started.elapsed();
-        let v: Value =
-            serde_json::from_str(&line).with_context(|| format!("not JSON: {line:.400}"))?;
+        let v: Value = serde_json::from_slice(&self.line)
+            .with_context(|| format!("not JSON: {:.400}", String::from_utf8_lossy(&self.line)))?;
         let result = v["result"].clone();
         if result["isError"] != json!(false) {
             bail!("{tool} failed: {v:.400}");

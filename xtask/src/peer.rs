@@ -55,17 +55,20 @@ impl Peer {
 
     /// Reads the next line as JSON.
     pub fn recv(&mut self) -> Result<Value> {
-        let line = self.recv_line()?;
-        serde_json::from_str(&line).with_context(|| format!("not JSON: {line:.400}"))
+        let mut line = Vec::new();
+        self.recv_bytes(&mut line)?;
+        serde_json::from_slice(&line)
+            .with_context(|| format!("not JSON: {:.400}", String::from_utf8_lossy(&line)))
     }
 
-    /// Reads the next line.
-    pub fn recv_line(&mut self) -> Result<String> {
-        let mut line = String::new();
-        if self.stdout.read_line(&mut line)? == 0 {
+    /// Reads the next line's bytes into `line` (cleared first; a caller
+    /// that keeps the buffer reads large answers without growing it).
+    pub fn recv_bytes(&mut self, line: &mut Vec<u8>) -> Result<()> {
+        line.clear();
+        if self.stdout.read_until(b'\n', line)? == 0 {
             bail!("the server closed stdout");
         }
-        Ok(line)
+        Ok(())
     }
 }
 
