@@ -8,6 +8,8 @@ use crate::repo::GitRepo;
 /// Objects a blame keeps decoded while it walks the history: each tree
 /// and blob is read for the commit that has it and again for its child.
 const BLAME_OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// Decoded delta bases kept while one blame runs (git keeps up to 96 MiB).
+const BLAME_PACK_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Which lines [`GitRepo::blame`] attributes; [`Default`]: from line 1 to
 /// the end, at most 200.
@@ -99,6 +101,15 @@ impl GitRepo {
         let content = self.file_at(rev, path)?;
         let mut repo = self.local();
         repo.object_cache_size_if_unset(BLAME_OBJECT_CACHE_BYTES);
+        // Delta bases decoded once per blame, not once per object read: a
+        // packed object otherwise unpacks its whole delta chain every time.
+        // (gix's own `max-performance` would set a cache too, but through a
+        // crate under MPL-2.0, which our licence policy does not take.)
+        repo.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                BLAME_PACK_CACHE_BYTES,
+            ))
+        });
         let id = self.commit_id(&repo, rev)?;
         if crate::diff::is_binary(&content) {
             return Err(GitError::Binary(path.to_owned()));

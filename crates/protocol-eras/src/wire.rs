@@ -13,6 +13,9 @@ use serde_json::Value;
 
 /// Strings at least this long are remembered for reuse within a message.
 const LONG: usize = 16 * 1024;
+/// At most this many long strings are remembered per message (each later
+/// one is compared with them: the work stays linear in the message).
+const LONG_KEPT: usize = 8;
 /// A remembered string notes how far its escaped form had got every this
 /// many input bytes, so a prefix of it can be copied up to a mark.
 const MARK_EVERY: usize = 4096;
@@ -136,6 +139,9 @@ impl<'a> Writer<'a> {
             marks.push((done, self.out.len()));
         }
         self.out.push(b'"');
+        if self.long.len() == LONG_KEPT {
+            return;
+        }
         self.long.push(Written {
             text: s,
             start,
@@ -296,6 +302,11 @@ mod tests {
             same_as_serde(&json!([page, with_tail, page, cut, "short"]));
             same_as_serde(&json!([cut, page, with_tail]));
             same_as_serde(&json!([page, text(seed + 100, LONG * 2)]));
+            // More long strings than are remembered.
+            let many: Vec<String> = (0..LONG_KEPT as u64 + 4)
+                .map(|k| text(seed + k, LONG + 10))
+                .collect();
+            same_as_serde(&json!([many, page, with_tail]));
         }
     }
 
