@@ -42,6 +42,26 @@ fn exit_of(child: &mut std::process::Child, since: Instant) -> (ExitStatus, Dura
     }
 }
 
+/// SIGHUP at its default in the server, as a terminal's child has it. A
+/// test run started under `nohup` passes SIGHUP on ignored, and the server
+/// rightly keeps a hangup its parent ignored (nohup's promise): without this
+/// the SIGHUP case would wait for an exit that must not come.
+fn with_default_hangup(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only signal(2), which is async-signal-safe, between fork and exec.
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec restores SIGHUP's default between fork and exec"
+    )]
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
 fn runtime_dir_of(report: &Value) -> PathBuf {
     let dir = report["runtime"]["runtime_dir"]
         .as_str()
@@ -57,7 +77,9 @@ fn stdio_server_stops_on(name: &str, n: u32, code: i32) {
     let l = layout();
     let t = tag(n);
     let mut marks = leave_background(&l.ws, &t);
-    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
+    let mut s = StdioServer::start_with(with_default_hangup(
+        command(&l.ws, LANDLOCK_TIER).arg("--stdio"),
+    ));
     let r = exec(&mut s, "sh bg.sh");
     assert_eq!(sc(&r)["background_running"], true, "{r}");
     let r = s.request(&call(
