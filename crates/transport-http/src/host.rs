@@ -220,21 +220,13 @@ pub fn canonical_base(
         });
     };
     let a = Authority::parse(host).ok_or(HostRefusal::Foreign)?;
-    let local_ip = arrival.local.ip().to_canonical();
-    let own_name = (local_ip.is_loopback()
-        && matches!(a.host.as_str(), "localhost" | "127.0.0.1" | "[::1]"))
-        || a.host == ip_host(local_ip)
-        || a.host == ip_host(arrival.bound.ip());
-    let own_port = a.port.is_none_or(|p| p == port);
     if let Some(c) = configured {
-        let configured_name =
-            a.host == c.authority.host && a.port.is_none_or(|p| p == port || p == c.port);
-        if configured_name || (own_name && own_port) {
+        if names_configured(&a, arrival, c) || names_own_address(&a, arrival) {
             return Ok(Canonical::named(c.base.clone()));
         }
         return Err(HostRefusal::Foreign);
     }
-    if own_name && own_port {
+    if names_own_address(&a, arrival) {
         Ok(Canonical::own(format!("http://{}:{port}", a.host)))
     } else {
         Err(HostRefusal::Foreign)
@@ -248,17 +240,25 @@ fn names_this_server(host: &str, arrival: Arrival, configured: Option<&Configure
     let Some(a) = Authority::parse(host) else {
         return false;
     };
-    let port = arrival.bound.port();
+    names_own_address(&a, arrival) || configured.is_some_and(|c| names_configured(&a, arrival, c))
+}
+
+/// A loopback name on a loopback connection, or the address the request
+/// arrived on or the server is bound to; with the bound port or none.
+fn names_own_address(a: &Authority, arrival: Arrival) -> bool {
     let local_ip = arrival.local.ip().to_canonical();
     let own_name = (local_ip.is_loopback()
         && matches!(a.host.as_str(), "localhost" | "127.0.0.1" | "[::1]"))
         || a.host == ip_host(local_ip)
         || a.host == ip_host(arrival.bound.ip());
-    let own_port = a.port.is_none_or(|p| p == port);
-    let configured_name = configured.is_some_and(|c| {
-        a.host == c.authority.host && a.port.is_none_or(|p| p == port || p == c.port)
-    });
-    (own_name && own_port) || configured_name
+    own_name && a.port.is_none_or(|p| p == arrival.bound.port())
+}
+
+/// The configured URL's host, with its port, the bound port or none.
+fn names_configured(a: &Authority, arrival: Arrival, c: &Configured) -> bool {
+    a.host == c.authority.host
+        && a.port
+            .is_none_or(|p| p == arrival.bound.port() || p == c.port)
 }
 
 /// `proto://host[:port]/prefix` from a trusted proxy's view, `public` being
