@@ -33,7 +33,14 @@ pub fn to_wire_into(value: &Value, out: &mut Vec<u8>) {
     let raw = raw_len(value);
     // Room for the text and a little escaping: a large answer is written
     // into one allocation, not grown and copied.
-    out.reserve(raw + raw / 32 + 64);
+    let need = raw + raw / 32 + 64;
+    if out.capacity() - out.len() < need {
+        // A quarter more than this answer needs, not double what the
+        // buffer had: a kept buffer grown by doubling for a page a little
+        // longer than the last would pass the caller's keep limit, be
+        // dropped, and be faulted in afresh for every page.
+        out.reserve_exact(need + need / 4);
+    }
     let mut w = Writer {
         out: std::mem::take(out),
         long: Vec::new(),

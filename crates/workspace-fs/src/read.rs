@@ -184,6 +184,15 @@ pub fn read_file(
             }
             break;
         }
+        // Whole lines that fit, a buffer at a time; the line that crosses
+        // a buffer's end or the budget is taken line by line below.
+        let left = range_last.map_or(u64::MAX, |last| last - end_line);
+        end_line += counter
+            .take_whole_lines(&mut reader, &mut out, req.max_bytes, left)
+            .map_err(io)?;
+        if range_last.is_some_and(|last| end_line >= last) {
+            continue;
+        }
         let before = out.len();
         let this_line = counter.line;
         match counter
@@ -526,6 +535,46 @@ impl Counter {
         }
     }
 
+    /// Appends the whole lines at the front of the read buffer that fit
+    /// within `max` bytes of `out`, at most `lines` of them, refilling the
+    /// buffer while every line in it fit; how many it appended.
+    fn take_whole_lines<R: Read>(
+        &mut self,
+        r: &mut BufReader<R>,
+        out: &mut Vec<u8>,
+        max: usize,
+        lines: u64,
+    ) -> std::io::Result<u64> {
+        let mut taken = 0u64;
+        while taken < lines {
+            let buf = r.fill_buf()?;
+            let room = max.saturating_sub(out.len()).min(buf.len());
+            let Some(last) = memchr::memrchr(b'\n', &buf[..room]) else {
+                break;
+            };
+            let mut span = last + 1;
+            let mut n = memchr::memchr_iter(b'\n', &buf[..span]).count() as u64;
+            if n > lines - taken {
+                n = lines - taken;
+                // Some: `n` is at most the number of newlines in the span.
+                span = memchr::memchr_iter(b'\n', &buf[..span])
+                    .nth(usize::try_from(n - 1).unwrap_or(usize::MAX))
+                    .map_or(span, |i| i + 1);
+            }
+            let whole_buffer = span == buf.len();
+            out.extend_from_slice(&buf[..span]);
+            r.consume(span);
+            self.bytes += span as u64;
+            self.line += n;
+            self.open_line = false;
+            taken += n;
+            if !whole_buffer {
+                break;
+            }
+        }
+        Ok(taken)
+    }
+
     /// Appends the next line to `out`, which may grow to `max` bytes (a
     /// line that does not fit is appended up to 4 bytes past that).
     fn take_line<R: Read>(
@@ -623,6 +672,90 @@ mod tests {
             .map(|i| format!("line {i}\n"))
             .collect::<String>()
             .into_bytes()
+    }
+
+    /// What a read must give, worked out line by line: the lines from
+    /// `start` to the range's end that fit in `max_bytes` together (cases
+    /// whose first line alone is over the budget are left to other tests).
+    fn model(file: &[u8], r: &ReadRequest) -> Option<(String, u64, bool)> {
+        let lines: Vec<&[u8]> = file.split_inclusive(|b| *b == b'\n').collect();
+        let last = [
+            r.end_line,
+            r.max_lines.map(|n| r.start_line + n - 1),
+            Some(lines.len() as u64),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap();
+        let (mut content, mut end) = (Vec::new(), r.start_line - 1);
+        while end < last {
+            let line = lines[end as usize];
+            if content.len() + line.len() > r.max_bytes {
+                if content.is_empty() {
+                    return None;
+                }
+                return Some((String::from_utf8(content).unwrap(), end, true));
+            }
+            content.extend_from_slice(line);
+            end += 1;
+        }
+        Some((String::from_utf8(content).unwrap(), end, false))
+    }
+
+    #[test]
+    fn pages_equal_a_line_by_line_model_across_buffer_boundaries() {
+        // Lines of every length from 0 to well past the read buffer, so
+        // that lines end at, just before and just after its boundaries.
+        let mut file = Vec::new();
+        let mut len = 0usize;
+        for i in 0..400u64 {
+            file.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len));
+            file.push(b'\n');
+            len = (len * 7 + 13) % (READ_BUFFER + READ_BUFFER / 3);
+            if i % 50 == 0 {
+                len = READ_BUFFER - 1 - (i as usize % 3);
+            }
+        }
+        file.extend_from_slice(b"tail without newline");
+        let total = file.split_inclusive(|b| *b == b'\n').count() as u64;
+        let (_t, ws, p) = setup(&file);
+        let mut checked = 0;
+        for start in [1, 2, 7, 50, 51, 199, 390, total] {
+            for (end, max_lines) in [
+                (None, None),
+                (Some(start + 3), None),
+                (None, Some(1)),
+                (None, Some(17)),
+                (Some(start + 40), Some(9)),
+            ] {
+                for max_bytes in [
+                    READ_BUFFER / 2,
+                    READ_BUFFER,
+                    READ_BUFFER + 1,
+                    3 * READ_BUFFER + 7,
+                    1 << 20,
+                    8 << 20,
+                ] {
+                    let r = req(start, end, max_lines, max_bytes);
+                    let Some((content, end_line, cut)) = model(&file, &r) else {
+                        continue;
+                    };
+                    let got = read_file(&ws, &p, &r).unwrap();
+                    let what = format!("{r:?}");
+                    assert_eq!(got.content, content, "{what}");
+                    assert_eq!(got.end_line, end_line, "{what}");
+                    assert_eq!(
+                        got.truncated_by == Some(TruncatedBy::MaxBytes),
+                        cut,
+                        "{what}"
+                    );
+                    assert_eq!(got.total_lines, total, "{what}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 150, "only {checked} cases were checked");
     }
 
     #[test]
