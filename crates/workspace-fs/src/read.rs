@@ -12,6 +12,9 @@ use crate::path::{Kind, Workspace, WorkspacePath};
 /// Bytes inspected for NUL to call a file binary.
 const BINARY_PROBE_BYTES: usize = 8 * 1024;
 const READ_BUFFER: usize = 64 * 1024;
+/// With at least this much of a page's budget left, lines are read straight
+/// into the page rather than through the read buffer.
+const DIRECT_READ_MIN: usize = 2 * READ_BUFFER;
 
 /// What to read; [`Default`] is the whole file from line 1, at most 128 KiB.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -482,6 +485,22 @@ enum LineTake {
     },
 }
 
+/// The whole lines at the start of `got` within `room` bytes, at most
+/// `lines` of them: their length and count, or `None` when there is none.
+fn whole_lines(got: &[u8], room: usize, lines: u64) -> Option<(usize, u64)> {
+    let room = room.min(got.len());
+    let last = memchr::memrchr(b'\n', &got[..room])?;
+    let span = last + 1;
+    let n = memchr::memchr_iter(b'\n', &got[..span]).count() as u64;
+    if n <= lines {
+        return Some((span, n));
+    }
+    // `lines` is below `n`, the number of newlines in the span.
+    let nth = usize::try_from(lines.checked_sub(1)?).ok()?;
+    let end = memchr::memchr_iter(b'\n', &got[..span]).nth(nth)?;
+    Some((end + 1, lines))
+}
+
 /// Line and byte position of the reader; lines are split on `\n` only.
 struct Counter {
     /// The line the reader is at (1-based).
@@ -535,40 +554,61 @@ impl Counter {
         }
     }
 
-    /// Appends the whole lines at the front of the read buffer that fit
-    /// within `max` bytes of `out`, at most `lines` of them, refilling the
-    /// buffer while every line in it fit; how many it appended.
-    fn take_whole_lines<R: Read>(
+    /// Appends the whole lines at the front of the rest of the file that
+    /// fit within `max` bytes of `out`, at most `lines` of them; how many it
+    /// appended. While much of the budget is left, the file is read
+    /// straight into `out` after what the read buffer held (one system
+    /// call and no copy for most of a page) and what follows the last whole
+    /// line is given back by seeking; then a read buffer at a time.
+    fn take_whole_lines(
         &mut self,
-        r: &mut BufReader<R>,
+        r: &mut BufReader<File>,
         out: &mut Vec<u8>,
         max: usize,
         lines: u64,
     ) -> std::io::Result<u64> {
         let mut taken = 0u64;
         while taken < lines {
-            let buf = r.fill_buf()?;
-            let room = max.saturating_sub(out.len()).min(buf.len());
-            let Some(last) = memchr::memrchr(b'\n', &buf[..room]) else {
+            let left = max.saturating_sub(out.len());
+            let start = out.len();
+            // The page's room was reserved for the file's size: only when
+            // much of it is still free (a large file) is the file read
+            // straight into it.
+            let free = out.capacity() - out.len();
+            let (got, plan) =
+                if left >= DIRECT_READ_MIN && free >= r.buffer().len() + DIRECT_READ_MIN {
+                    // What the read buffer holds, then the file straight after.
+                    let held = r.buffer().len();
+                    out.extend_from_slice(r.buffer());
+                    r.consume(held);
+                    let n = rustix::io::read(r.get_ref(), rustix::buffer::spare_capacity(out))?;
+                    let plan = whole_lines(&out[start..], left, lines - taken);
+                    // Keep the whole lines; give back what follows them.
+                    let span = plan.map_or(0, |(span, _)| span);
+                    out.truncate(start + span);
+                    // A seek from the current position drops the (empty) buffer and
+                    // moves the file itself; `seek_relative` would move within
+                    // the stale buffer.
+                    r.seek(SeekFrom::Current(-((held + n - span) as i64)))?;
+                    (held + n, plan)
+                } else {
+                    let buf = r.fill_buf()?;
+                    let plan = whole_lines(buf, left, lines - taken);
+                    if let Some((span, _)) = plan {
+                        out.extend_from_slice(&buf[..span]);
+                    }
+                    let got = buf.len();
+                    r.consume(plan.map_or(0, |(span, _)| span));
+                    (got, plan)
+                };
+            let Some((span, n)) = plan else {
                 break;
             };
-            let mut span = last + 1;
-            let mut n = memchr::memchr_iter(b'\n', &buf[..span]).count() as u64;
-            if n > lines - taken {
-                n = lines - taken;
-                // Some: `n` is at most the number of newlines in the span.
-                span = memchr::memchr_iter(b'\n', &buf[..span])
-                    .nth(usize::try_from(n - 1).unwrap_or(usize::MAX))
-                    .map_or(span, |i| i + 1);
-            }
-            let whole_buffer = span == buf.len();
-            out.extend_from_slice(&buf[..span]);
-            r.consume(span);
             self.bytes += span as u64;
             self.line += n;
             self.open_line = false;
             taken += n;
-            if !whole_buffer {
+            if span != got {
                 break;
             }
         }
