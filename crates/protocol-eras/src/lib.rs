@@ -59,7 +59,7 @@ pub use versions::{
     HANDSHAKE_VERSIONS, MODERN_VERSIONS, NEWEST_HANDSHAKE_VERSION, all_versions_newest_first,
     negotiate,
 };
-pub use wire::{to_wire, to_wire_into};
+pub use wire::{STREAM_EVERY, Sink, to_wire, to_wire_into, to_wire_streaming};
 
 #[cfg(test)]
 mod pipeline_tests;

@@ -19,6 +19,11 @@ const LONG_KEPT: usize = 8;
 /// A remembered string notes how far its escaped form had got every this
 /// many input bytes, so a prefix of it can be copied up to a mark.
 const MARK_EVERY: usize = 4096;
+/// [`to_wire_streaming`] hands on what is written once this much is new.
+pub const STREAM_EVERY: usize = 256 * 1024;
+
+/// Where [`to_wire_streaming`] hands on the bytes it has written.
+pub type Sink<'s> = &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>;
 
 /// `value` as compact JSON, byte for byte what `serde_json::to_vec` gives.
 pub fn to_wire(value: &Value) -> Vec<u8> {
@@ -30,6 +35,29 @@ pub fn to_wire(value: &Value) -> Vec<u8> {
 /// [`to_wire`] appended to `out`: a writer that keeps one buffer for its
 /// messages does not allocate (and fault in) a new one for each.
 pub fn to_wire_into(value: &Value, out: &mut Vec<u8>) {
+    // A sink that takes everything cannot fail.
+    let _ = write_into(value, out, None);
+}
+
+/// [`to_wire_into`] that hands the bytes on as they are written: each time
+/// [`STREAM_EVERY`] bytes of `out` are new, `sink` gets them, so a writer
+/// can send the start of a large answer while the rest is escaped. Returns
+/// where in `out` the bytes not yet given to `sink` begin; the caller sends
+/// those (and its line end). After `sink` fails it is not called again,
+/// and its error is returned once the message is written.
+pub fn to_wire_streaming(
+    value: &Value,
+    out: &mut Vec<u8>,
+    sink: Sink<'_>,
+) -> std::io::Result<usize> {
+    write_into(value, out, Some(sink))
+}
+
+fn write_into(
+    value: &Value,
+    out: &mut Vec<u8>,
+    sink: Option<Sink<'_>>,
+) -> std::io::Result<usize> {
     let raw = raw_len(value);
     // Room for the text and a little escaping: a large answer is written
     // into one allocation, not grown and copied.
@@ -41,12 +69,20 @@ pub fn to_wire_into(value: &Value, out: &mut Vec<u8>) {
         // dropped, and be faulted in afresh for every page.
         out.reserve_exact(need + need / 4);
     }
+    let sent = out.len();
     let mut w = Writer {
         out: std::mem::take(out),
         long: Vec::new(),
+        sink,
+        sent,
+        failed: None,
     };
     w.value(value);
     *out = w.out;
+    match w.failed {
+        Some(e) => Err(e),
+        None => Ok(w.sent),
+    }
 }
 
 /// About the length of `value` as JSON before escaping (strings' bytes,
@@ -75,12 +111,33 @@ struct Written<'a> {
     marks: Vec<(usize, usize)>,
 }
 
-struct Writer<'a> {
+struct Writer<'a, 's> {
     out: Vec<u8>,
     long: Vec<Written<'a>>,
+    /// Where new bytes go as they are written, if anywhere.
+    sink: Option<Sink<'s>>,
+    /// `out[..sent]` was given to the sink.
+    sent: usize,
+    failed: Option<std::io::Error>,
 }
 
-impl<'a> Writer<'a> {
+impl<'a> Writer<'a, '_> {
+    /// Gives the sink what is new, once there is [`STREAM_EVERY`] of it.
+    fn stream(&mut self) {
+        if self.out.len() - self.sent < STREAM_EVERY {
+            return;
+        }
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if let Err(e) = sink(&self.out[self.sent..]) {
+            self.sink = None;
+            self.failed = Some(e);
+            return;
+        }
+        self.sent = self.out.len();
+    }
+
     fn value(&mut self, v: &'a Value) {
         match v {
             Value::Null => self.out.extend_from_slice(b"null"),
@@ -139,11 +196,13 @@ impl<'a> Writer<'a> {
             let copy_end = marks.last().map_or(w.start, |&(_, o)| o - start + w.start);
             let from = w.start;
             self.out.extend_from_within(from..copy_end);
+            self.stream();
         }
         for chunk in s[done..].chunks(MARK_EVERY) {
             escape(&mut self.out, chunk);
             done += chunk.len();
             marks.push((done, self.out.len()));
+            self.stream();
         }
         self.out.push(b'"');
         if self.long.len() == LONG_KEPT {
@@ -325,6 +384,9 @@ mod tests {
         let mut w = Writer {
             out: Vec::new(),
             long: Vec::new(),
+            sink: None,
+            sent: 0,
+            failed: None,
         };
         w.value(&v);
         // The second string was copied: its marks came from the first.
@@ -338,5 +400,50 @@ mod tests {
                 .collect::<Vec<_>>()[..]
         );
         assert_eq!(w.out, serde_json::to_vec(&v).unwrap());
+    }
+
+    #[test]
+    fn streamed_bytes_are_the_message_in_order() {
+        let page = text(3, (1 << 20) + 333);
+        let with_tail = format!("{page}\n[continue]");
+        let v = json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": with_tail}], "structuredContent": {"content": page, "n": 1}}});
+        // Bytes already in the buffer stay there and are not streamed.
+        let mut out = b"earlier".to_vec();
+        let mut streamed = Vec::new();
+        let mut calls = Vec::new();
+        let rest = to_wire_streaming(&v, &mut out, &mut |b: &[u8]| {
+            calls.push(b.len());
+            streamed.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert!(calls.len() >= 4, "{calls:?}");
+        assert!(calls.iter().all(|&n| n >= STREAM_EVERY), "{calls:?}");
+        assert_eq!(&out[..7], b"earlier");
+        assert_eq!(&out[7..rest], &streamed[..]);
+        streamed.extend_from_slice(&out[rest..]);
+        assert_eq!(streamed, serde_json::to_vec(&v).unwrap());
+        // A small message is left whole to the caller.
+        let mut out = Vec::new();
+        let rest = to_wire_streaming(&json!({"a": 1}), &mut out, &mut |_: &[u8]| {
+            panic!("a small message was streamed")
+        })
+        .unwrap();
+        assert_eq!((rest, &out[..]), (0, &b"{\"a\":1}"[..]));
+    }
+
+    #[test]
+    fn a_failing_sink_is_not_called_again_and_its_error_returned() {
+        let v = json!([text(4, 3 * STREAM_EVERY)]);
+        let mut calls = 0;
+        let mut out = Vec::new();
+        let err = to_wire_streaming(&v, &mut out, &mut |_: &[u8]| {
+            calls += 1;
+            Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "gone"))
+        })
+        .unwrap_err();
+        assert_eq!((calls, err.kind()), (1, std::io::ErrorKind::BrokenPipe));
+        // The message is still written whole into the buffer.
+        assert_eq!(out, serde_json::to_vec(&v).unwrap());
     }
 }

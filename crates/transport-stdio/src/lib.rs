@@ -270,19 +270,33 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         if bytes.capacity() > KEPT_BUFFER_BYTES {
             bytes = Vec::new();
         }
-        ctm_protocol_eras::to_wire_into(&msg, &mut bytes);
-        drop(msg);
-        bytes.push(b'\n');
         match &mut output {
             Output::Stream(w) => {
+                ctm_protocol_eras::to_wire_into(&msg, &mut bytes);
+                drop(msg);
+                bytes.push(b'\n');
                 w.write_all(&bytes).await?;
                 w.flush().await?;
             }
             Output::Fd(file) => {
+                // Encoded where it is written: the start of a large answer
+                // goes out while the rest is escaped, and the client reads
+                // it meanwhile.
                 let file = file.clone();
                 let (written, buffer) = tokio::task::spawn_blocking(move || {
                     use std::io::Write;
-                    ((&*file).write_all(&bytes), bytes)
+                    let mut out = &*file;
+                    let written = ctm_protocol_eras::to_wire_streaming(
+                        &msg,
+                        &mut bytes,
+                        &mut |b: &[u8]| out.write_all(b),
+                    )
+                    .and_then(|sent| {
+                        bytes.push(b'\n');
+                        out.write_all(&bytes[sent..])
+                    });
+                    drop(msg);
+                    (written, bytes)
                 })
                 .await
                 .map_err(std::io::Error::other)?;
