@@ -282,6 +282,8 @@ struct Staged {
     original: Option<Vec<u8>>,
     /// `None`: delete.
     content: Option<Vec<u8>>,
+    /// SHA-256 of `content`, computed once when it was staged.
+    sha256: Option<[u8; 32]>,
     mode: u32,
 }
 
@@ -292,7 +294,13 @@ fn sha(bytes: &[u8]) -> [u8; 32] {
 }
 
 fn hex(b: &[u8; 32]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for x in b {
+        out.push(char::from(DIGITS[usize::from(x >> 4)]));
+        out.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    out
 }
 
 /// An OS error of a write, as an errno.
@@ -482,7 +490,7 @@ impl PatchEngine {
             .into_values()
             .filter(|s| match (&s.baseline, &s.content) {
                 (Baseline::Present { sha256, mode }, Some(c)) => {
-                    sha(c) != *sha256 || s.mode != *mode
+                    s.sha256.unwrap_or_else(|| sha(c)) != *sha256 || s.mode != *mode
                 }
                 (Baseline::Absent, None) => false,
                 _ => true,
@@ -504,7 +512,7 @@ impl PatchEngine {
             };
             let after = match &s.content {
                 Some(c) => Baseline::Present {
-                    sha256: sha(c),
+                    sha256: s.sha256.unwrap_or_else(|| sha(c)),
                     mode: s.mode,
                 },
                 None => Baseline::Absent,
@@ -657,6 +665,7 @@ impl PatchEngine {
             }
             return Ok(Current {
                 content: s.content.clone(),
+                sha256: s.sha256,
                 mode: s.mode,
                 baseline: s.baseline.clone(),
                 original: s.original.clone(),
@@ -669,15 +678,16 @@ impl PatchEngine {
             Err(e) => return Err(e.into()),
         };
         match read_at(dir, &name, self.max_file_bytes, budget) {
-            Ok(Some((bytes, mode))) => Ok(Current {
-                baseline: Baseline::Present {
-                    sha256: sha(&bytes),
+            Ok(Some((bytes, mode))) => {
+                let sha256 = sha(&bytes);
+                Ok(Current {
+                    baseline: Baseline::Present { sha256, mode },
+                    sha256: Some(sha256),
+                    original: (bytes.len() <= MAX_REMEMBERED_BYTES).then(|| bytes.clone()),
+                    content: Some(bytes),
                     mode,
-                },
-                original: (bytes.len() <= MAX_REMEMBERED_BYTES).then(|| bytes.clone()),
-                content: Some(bytes),
-                mode,
-            }),
+                })
+            }
             Ok(None) => Ok(Current::absent()),
             Err(ReadError::Directory) => Err(PatchError::IsDirectory(shown.to_owned())),
             Err(ReadError::Symlink) => Err(PatchError::NotRegular {
@@ -725,6 +735,7 @@ impl PatchEngine {
                 if !lines.is_empty() {
                     content.push(b'\n');
                 }
+                let content_sha = sha(&content);
                 let change = FileChange {
                     operation: crate::Operation::Add,
                     path: path.clone(),
@@ -732,7 +743,7 @@ impl PatchEngine {
                     lines_added: lines.len(),
                     lines_removed: 0,
                     old_sha256: None,
-                    new_sha256: Some(hex(&sha(&content))),
+                    new_sha256: Some(hex(&content_sha)),
                     would_change: true,
                     hunks: Vec::new(),
                 };
@@ -743,6 +754,7 @@ impl PatchEngine {
                         baseline,
                         original,
                         content: Some(content),
+                        sha256: Some(content_sha),
                         mode: NEW_FILE_MODE,
                     },
                 );
@@ -752,6 +764,7 @@ impl PatchEngine {
                 let p = self.resolve(path, looked)?;
                 let Current {
                     content: cur,
+                    sha256: cur_sha,
                     mode,
                     baseline,
                     original,
@@ -773,7 +786,7 @@ impl PatchEngine {
                     destination: None,
                     lines_added: 0,
                     lines_removed: removed,
-                    old_sha256: Some(hex(&sha(&old))),
+                    old_sha256: Some(hex(&cur_sha.unwrap_or_else(|| sha(&old)))),
                     new_sha256: None,
                     would_change: true,
                     hunks: Vec::new(),
@@ -785,6 +798,7 @@ impl PatchEngine {
                         baseline,
                         original,
                         content: None,
+                        sha256: None,
                         mode,
                     },
                 );
@@ -799,6 +813,7 @@ impl PatchEngine {
                 let p = self.resolve(path, looked)?;
                 let Current {
                     content: cur,
+                    sha256: cur_sha,
                     mode,
                     baseline,
                     original,
@@ -833,7 +848,10 @@ impl PatchEngine {
                             })?,
                     )
                 };
-                let old_sha = hex(&sha(&old));
+                let old_raw = cur_sha.unwrap_or_else(|| sha(&old));
+                let old_sha = hex(&old_raw);
+                // No hunks: the content stays, and so does its hash.
+                let unplanned = planned.is_none();
                 // The old text is dropped once the new one exists: one copy each.
                 let (new, added, removed, hunks) = match planned {
                     None => (old, 0, 0, Vec::new()),
@@ -844,7 +862,8 @@ impl PatchEngine {
                         planned.hunks,
                     ),
                 };
-                let new_sha = hex(&sha(&new));
+                let new_raw = if unplanned { old_raw } else { sha(&new) };
+                let new_sha = hex(&new_raw);
                 let mut change = FileChange {
                     operation: crate::Operation::Update,
                     path: path.clone(),
@@ -881,6 +900,7 @@ impl PatchEngine {
                                 baseline,
                                 original,
                                 content: None,
+                                sha256: None,
                                 mode,
                             },
                         );
@@ -891,6 +911,7 @@ impl PatchEngine {
                                 baseline: dest_base,
                                 original: dest_original,
                                 content: Some(new),
+                                sha256: Some(new_raw),
                                 mode,
                             },
                         );
@@ -903,6 +924,7 @@ impl PatchEngine {
                                 baseline,
                                 original,
                                 content: Some(new),
+                                sha256: Some(new_raw),
                                 mode,
                             },
                         );
@@ -997,6 +1019,8 @@ impl Budget {
 struct Current {
     /// `None`: absent (or deleted by an earlier operation).
     content: Option<Vec<u8>>,
+    /// SHA-256 of `content`.
+    sha256: Option<[u8; 32]>,
     mode: u32,
     baseline: Baseline,
     /// The content at `baseline`, when small enough to remember.
@@ -1007,6 +1031,7 @@ impl Current {
     fn absent() -> Self {
         Self {
             content: None,
+            sha256: None,
             mode: NEW_FILE_MODE,
             baseline: Baseline::Absent,
             original: None,
@@ -1817,5 +1842,24 @@ impl<'a> Commit<'a> {
                 backups: kept,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        let mut b = [0u8; 32];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = u8::try_from(i * 8 + 7).unwrap_or(0);
+        }
+        let want: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(hex(&b), want);
+        assert_eq!(
+            hex(&sha(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 }
