@@ -3,10 +3,10 @@
 //! Every file is reached through a directory handle opened beneath the root,
 //! and every write is `*at` on that handle: new content goes to a temp file
 //! in the target's directory, is fsynced and given its mode, then replaces
-//! the target with an atomic rename (new files with a no-replace rename, so a
-//! file that appeared meanwhile is never overwritten). The original is kept
-//! as a hard-linked backup until every file is in place; any failure renames
-//! the backups back.
+//! the target with an atomic exchanging rename (new files with a no-replace
+//! rename, so a file that appeared meanwhile is never overwritten). The
+//! original, moved aside under the temp name by the exchange, is the backup
+//! until every file is in place; any failure exchanges the backups back.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
