@@ -3,10 +3,10 @@
 //! Every file is reached through a directory handle opened beneath the root,
 //! and every write is `*at` on that handle: new content goes to a temp file
 //! in the target's directory, is fsynced and given its mode, then replaces
-//! the target with an atomic rename (new files with a no-replace rename, so a
-//! file that appeared meanwhile is never overwritten). The original is kept
-//! as a hard-linked backup until every file is in place; any failure renames
-//! the backups back.
+//! the target with an atomic exchanging rename (new files with a no-replace
+//! rename, so a file that appeared meanwhile is never overwritten). The
+//! original, moved aside under the temp name by the exchange, is the backup
+//! until every file is in place; any failure exchanges the backups back.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -162,6 +162,9 @@ impl Unplanned {
     }
 }
 
+/// A hook given a workspace-relative path ([`Faults::before_replace`]).
+type PathHook = Box<dyn Fn(&Path) + Send + Sync>;
+
 /// Faults for tests of the rollback path (they cannot be caused for real
 /// at a chosen moment). Set in [`ApplyOptions`] only with the
 /// `fault-injection` feature, which no build of the server enables.
@@ -171,6 +174,10 @@ pub struct Faults {
     pub fail_rename_at: Option<usize>,
     /// Runs after planning, before committing (an outside writer).
     pub before_commit: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Runs with a target's workspace-relative path once its baseline is
+    /// checked, just before it is replaced or removed (an outside writer
+    /// in that window).
+    pub before_replace: Option<PathHook>,
 }
 
 /// Options of one application: `ApplyOptions::default()` commits, with no
@@ -241,6 +248,7 @@ impl ApplyOptions {
             static NONE: Faults = Faults {
                 fail_rename_at: None,
                 before_commit: None,
+                before_replace: None,
             };
             &NONE
         }
@@ -274,6 +282,8 @@ struct Staged {
     original: Option<Vec<u8>>,
     /// `None`: delete.
     content: Option<Vec<u8>>,
+    /// SHA-256 of `content`, computed once when it was staged.
+    sha256: Option<[u8; 32]>,
     mode: u32,
 }
 
@@ -284,7 +294,13 @@ fn sha(bytes: &[u8]) -> [u8; 32] {
 }
 
 fn hex(b: &[u8; 32]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for x in b {
+        out.push(char::from(DIGITS[usize::from(x >> 4)]));
+        out.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    out
 }
 
 /// An OS error of a write, as an errno.
@@ -432,12 +448,15 @@ impl PatchEngine {
             });
         };
         let mut staged: BTreeMap<PathBuf, Staged> = BTreeMap::new();
+        // Made after the lock is taken: what planning saw of the directories
+        // holds for this patch only.
+        let mut looked = Looked::new(&self.ws);
         let mut budget = Budget::new(self.max_patch_bytes);
         let mut files = Vec::new();
         for (i, op) in parsed.ops.iter().enumerate() {
             let staged_op = match stop_requested(opts) {
                 Some(reason) => Err(PatchError::Stopped { reason }),
-                None => self.stage(op, &mut staged, &mut budget, opts),
+                None => self.stage(op, &mut staged, &mut budget, &mut looked, opts),
             };
             match staged_op {
                 Ok(f) => files.push(f),
@@ -471,7 +490,7 @@ impl PatchEngine {
             .into_values()
             .filter(|s| match (&s.baseline, &s.content) {
                 (Baseline::Present { sha256, mode }, Some(c)) => {
-                    sha(c) != *sha256 || s.mode != *mode
+                    s.sha256.unwrap_or_else(|| sha(c)) != *sha256 || s.mode != *mode
                 }
                 (Baseline::Absent, None) => false,
                 _ => true,
@@ -493,7 +512,7 @@ impl PatchEngine {
             };
             let after = match &s.content {
                 Some(c) => Baseline::Present {
-                    sha256: sha(c),
+                    sha256: s.sha256.unwrap_or_else(|| sha(c)),
                     mode: s.mode,
                 },
                 None => Baseline::Absent,
@@ -518,6 +537,7 @@ impl PatchEngine {
     /// that error first.
     fn preflight(&self, ops: &[Op]) -> Result<(), PatchError> {
         let mut budget = Budget::new(self.max_patch_bytes);
+        let mut looked = Looked::new(&self.ws);
         let mut over: Option<String> = None;
         for op in ops {
             let (path, dest) = match op {
@@ -525,7 +545,7 @@ impl PatchEngine {
                 Op::Update { path, move_to, .. } => (path, move_to.as_ref()),
             };
             for raw in std::iter::once(path).chain(dest) {
-                let Some(size) = self.size_on_disk(raw) else {
+                let Some(size) = self.size_on_disk(raw, &mut looked) else {
                     continue;
                 };
                 if size > self.max_file_bytes {
@@ -546,10 +566,10 @@ impl PatchEngine {
     }
 
     /// The size of the regular file at `raw`, without reading or following it.
-    fn size_on_disk(&self, raw: &str) -> Option<u64> {
-        let p = self.resolve(raw).ok()?;
-        let (dir, name) = self.ws.open_parent(&p, false).ok()?;
-        let st = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    fn size_on_disk(&self, raw: &str, looked: &mut Looked<'_>) -> Option<u64> {
+        let p = self.resolve(raw, looked).ok()?;
+        let (dir, name) = looked.dirs.get(&p, false).ok()?;
+        let st = rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
         (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
             .then(|| u64::try_from(st.st_size).unwrap_or(0))
     }
@@ -571,7 +591,10 @@ impl PatchEngine {
             | PatchError::AlreadyExists { path, .. } => path.clone(),
             _ => return e,
         };
-        let Ok(p) = self.resolve(&raw) else { return e };
+        let mut looked = Looked::new(&self.ws);
+        let Ok(p) = self.resolve(&raw, &mut looked) else {
+            return e;
+        };
         // A path an earlier operation of this same patch staged is not a race.
         if staged.contains_key(p.relative()) {
             return e;
@@ -581,7 +604,7 @@ impl PatchEngine {
         };
         // One more file (within the per-file cap), read to explain a failure.
         let mut unbounded = Budget::new(u64::MAX);
-        let Ok(now) = self.current(&p, &BTreeMap::new(), &mut unbounded) else {
+        let Ok(now) = self.current(&p, &BTreeMap::new(), &mut unbounded, &mut looked) else {
             return e;
         };
         if now.baseline != last.after {
@@ -613,12 +636,14 @@ impl PatchEngine {
         PatchError::Conflict { path: raw, reason }
     }
 
-    fn resolve(&self, raw: &str) -> Result<WorkspacePath, PatchError> {
+    fn resolve(&self, raw: &str, looked: &mut Looked<'_>) -> Result<WorkspacePath, PatchError> {
         let p = self.ws.resolve_beneath(raw)?;
         if p.is_root() {
             return Err(PatchError::IsDirectory(raw.to_owned()));
         }
-        if self.protect_git_dir && crate::gitdir::path_writes_git_dir(&self.ws, p.relative()) {
+        if self.protect_git_dir
+            && crate::gitdir::path_writes_git_dir(&self.ws, p.relative(), &mut looked.git)
+        {
             return Err(PatchError::GitDirProtected(raw.to_owned()));
         }
         Ok(p)
@@ -631,6 +656,7 @@ impl PatchEngine {
         path: &WorkspacePath,
         staged: &BTreeMap<PathBuf, Staged>,
         budget: &mut Budget,
+        looked: &mut Looked<'_>,
     ) -> Result<Current, PatchError> {
         if let Some(s) = staged.get(path.relative()) {
             let size = s.content.as_ref().map_or(0, |c| c.len() as u64);
@@ -639,27 +665,29 @@ impl PatchEngine {
             }
             return Ok(Current {
                 content: s.content.clone(),
+                sha256: s.sha256,
                 mode: s.mode,
                 baseline: s.baseline.clone(),
                 original: s.original.clone(),
             });
         }
         let shown = path.as_given();
-        let (dir, name) = match self.ws.open_parent(path, false) {
+        let (dir, name) = match looked.dirs.get(path, false) {
             Ok(d) => d,
             Err(ctm_workspace_fs::FsError::NotFound(_)) => return Ok(Current::absent()),
             Err(e) => return Err(e.into()),
         };
-        match read_at(&dir, &name, self.max_file_bytes, budget) {
-            Ok(Some((bytes, mode))) => Ok(Current {
-                baseline: Baseline::Present {
-                    sha256: sha(&bytes),
+        match read_at(dir, &name, self.max_file_bytes, budget) {
+            Ok(Some((bytes, mode))) => {
+                let sha256 = sha(&bytes);
+                Ok(Current {
+                    baseline: Baseline::Present { sha256, mode },
+                    sha256: Some(sha256),
+                    original: (bytes.len() <= MAX_REMEMBERED_BYTES).then(|| bytes.clone()),
+                    content: Some(bytes),
                     mode,
-                },
-                original: (bytes.len() <= MAX_REMEMBERED_BYTES).then(|| bytes.clone()),
-                content: Some(bytes),
-                mode,
-            }),
+                })
+            }
             Ok(None) => Ok(Current::absent()),
             Err(ReadError::Directory) => Err(PatchError::IsDirectory(shown.to_owned())),
             Err(ReadError::Symlink) => Err(PatchError::NotRegular {
@@ -685,17 +713,18 @@ impl PatchEngine {
         op: &Op,
         staged: &mut BTreeMap<PathBuf, Staged>,
         budget: &mut Budget,
+        looked: &mut Looked<'_>,
         opts: &ApplyOptions,
     ) -> Result<FileChange, PatchError> {
         match op {
             Op::Add { path, lines, .. } => {
-                let p = self.resolve(path)?;
+                let p = self.resolve(path, looked)?;
                 let Current {
                     content: cur,
                     baseline,
                     original,
                     ..
-                } = self.current(&p, staged, budget)?;
+                } = self.current(&p, staged, budget, looked)?;
                 if cur.is_some() {
                     return Err(PatchError::AlreadyExists {
                         path: path.clone(),
@@ -706,6 +735,7 @@ impl PatchEngine {
                 if !lines.is_empty() {
                     content.push(b'\n');
                 }
+                let content_sha = sha(&content);
                 let change = FileChange {
                     operation: crate::Operation::Add,
                     path: path.clone(),
@@ -713,7 +743,7 @@ impl PatchEngine {
                     lines_added: lines.len(),
                     lines_removed: 0,
                     old_sha256: None,
-                    new_sha256: Some(hex(&sha(&content))),
+                    new_sha256: Some(hex(&content_sha)),
                     would_change: true,
                     hunks: Vec::new(),
                 };
@@ -724,19 +754,21 @@ impl PatchEngine {
                         baseline,
                         original,
                         content: Some(content),
+                        sha256: Some(content_sha),
                         mode: NEW_FILE_MODE,
                     },
                 );
                 Ok(change)
             }
             Op::Delete { path, .. } => {
-                let p = self.resolve(path)?;
+                let p = self.resolve(path, looked)?;
                 let Current {
                     content: cur,
+                    sha256: cur_sha,
                     mode,
                     baseline,
                     original,
-                } = self.current(&p, staged, budget)?;
+                } = self.current(&p, staged, budget, looked)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -754,7 +786,7 @@ impl PatchEngine {
                     destination: None,
                     lines_added: 0,
                     lines_removed: removed,
-                    old_sha256: Some(hex(&sha(&old))),
+                    old_sha256: Some(hex(&cur_sha.unwrap_or_else(|| sha(&old)))),
                     new_sha256: None,
                     would_change: true,
                     hunks: Vec::new(),
@@ -766,6 +798,7 @@ impl PatchEngine {
                         baseline,
                         original,
                         content: None,
+                        sha256: None,
                         mode,
                     },
                 );
@@ -777,13 +810,14 @@ impl PatchEngine {
                 chunks,
                 ..
             } => {
-                let p = self.resolve(path)?;
+                let p = self.resolve(path, looked)?;
                 let Current {
                     content: cur,
+                    sha256: cur_sha,
                     mode,
                     baseline,
                     original,
-                } = self.current(&p, staged, budget)?;
+                } = self.current(&p, staged, budget, looked)?;
                 let Some(old) = cur else {
                     return Err(if staged.contains_key(p.relative()) {
                         PatchError::AfterDelete(path.clone())
@@ -814,7 +848,10 @@ impl PatchEngine {
                             })?,
                     )
                 };
-                let old_sha = hex(&sha(&old));
+                let old_raw = cur_sha.unwrap_or_else(|| sha(&old));
+                let old_sha = hex(&old_raw);
+                // No hunks: the content stays, and so does its hash.
+                let unplanned = planned.is_none();
                 // The old text is dropped once the new one exists: one copy each.
                 let (new, added, removed, hunks) = match planned {
                     None => (old, 0, 0, Vec::new()),
@@ -825,7 +862,8 @@ impl PatchEngine {
                         planned.hunks,
                     ),
                 };
-                let new_sha = hex(&sha(&new));
+                let new_raw = if unplanned { old_raw } else { sha(&new) };
+                let new_sha = hex(&new_raw);
                 let mut change = FileChange {
                     operation: crate::Operation::Update,
                     path: path.clone(),
@@ -838,14 +876,14 @@ impl PatchEngine {
                     hunks,
                 };
                 match move_to {
-                    Some(dest) if self.resolve(dest)?.relative() != p.relative() => {
-                        let d = self.resolve(dest)?;
+                    Some(dest) if self.resolve(dest, looked)?.relative() != p.relative() => {
+                        let d = self.resolve(dest, looked)?;
                         let Current {
                             content: dest_cur,
                             baseline: dest_base,
                             original: dest_original,
                             ..
-                        } = self.current(&d, staged, budget)?;
+                        } = self.current(&d, staged, budget, looked)?;
                         if dest_cur.is_some() {
                             return Err(PatchError::AlreadyExists {
                                 path: dest.clone(),
@@ -862,6 +900,7 @@ impl PatchEngine {
                                 baseline,
                                 original,
                                 content: None,
+                                sha256: None,
                                 mode,
                             },
                         );
@@ -872,6 +911,7 @@ impl PatchEngine {
                                 baseline: dest_base,
                                 original: dest_original,
                                 content: Some(new),
+                                sha256: Some(new_raw),
                                 mode,
                             },
                         );
@@ -884,6 +924,7 @@ impl PatchEngine {
                                 baseline,
                                 original,
                                 content: Some(new),
+                                sha256: Some(new_raw),
                                 mode,
                             },
                         );
@@ -913,6 +954,23 @@ impl PatchEngine {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             }
+        }
+    }
+}
+
+/// What one patch's planning opened and judged: the parent directories of
+/// its files (bounded as in a commit) and their git-directory verdicts.
+/// Never kept past the phase that made it.
+struct Looked<'a> {
+    dirs: Dirs<'a>,
+    git: crate::gitdir::GitVerdicts,
+}
+
+impl<'a> Looked<'a> {
+    fn new(ws: &'a Workspace) -> Self {
+        Self {
+            dirs: Dirs::new(ws),
+            git: crate::gitdir::GitVerdicts::default(),
         }
     }
 }
@@ -961,6 +1019,8 @@ impl Budget {
 struct Current {
     /// `None`: absent (or deleted by an earlier operation).
     content: Option<Vec<u8>>,
+    /// SHA-256 of `content`.
+    sha256: Option<[u8; 32]>,
     mode: u32,
     baseline: Baseline,
     /// The content at `baseline`, when small enough to remember.
@@ -971,6 +1031,7 @@ impl Current {
     fn absent() -> Self {
         Self {
             content: None,
+            sha256: None,
             mode: NEW_FILE_MODE,
             baseline: Baseline::Absent,
             original: None,
@@ -1057,16 +1118,25 @@ fn read_at(
     Ok(Some((bytes, st.st_mode & 0o7777)))
 }
 
-/// The baseline of `name` in `dir`, hashed as it is read, in constant memory.
-fn baseline_at(dir: &OwnedFd, name: &OsStr) -> Result<Baseline, ReadError> {
+/// The baseline of `name` in `dir`, hashed as it is read in constant memory
+/// (`buf` is the read buffer, reused from file to file), and the file read,
+/// still open, with its metadata: the caller checks, once the name is
+/// replaced, that the file moved away is this one.
+fn baseline_at(
+    dir: &OwnedFd,
+    name: &OsStr,
+    buf: &mut Vec<u8>,
+) -> Result<(Baseline, Option<OpenedFile>), ReadError> {
     let Some((fd, st)) = open_regular(dir, name)? else {
-        return Ok(Baseline::Absent);
+        return Ok((Baseline::Absent, None));
     };
+    if buf.is_empty() {
+        buf.resize(64 * 1024, 0);
+    }
     let mut ctx = ring::digest::Context::new(&SHA256);
     let mut f = std::fs::File::from(fd);
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match f.read(&mut buf) {
+        match f.read(buf) {
             Ok(0) => break,
             Ok(n) => ctx.update(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -1075,34 +1145,67 @@ fn baseline_at(dir: &OwnedFd, name: &OsStr) -> Result<Baseline, ReadError> {
     }
     let mut sha256 = [0u8; 32];
     sha256.copy_from_slice(ctx.finish().as_ref());
-    Ok(Baseline::Present {
+    let baseline = Baseline::Present {
         sha256,
         mode: st.st_mode & 0o7777,
-    })
+    };
+    Ok((
+        baseline,
+        Some(OpenedFile {
+            fd: OwnedFd::from(f),
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }),
+    ))
+}
+
+/// A file a commit hashed before replacing or removing it, held open.
+struct OpenedFile {
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+}
+
+/// Whether `name` in `dir` is `file` itself (same device and inode), not
+/// something put in its place since it was opened.
+fn is_file(dir: &OwnedFd, name: &OsStr, file: &OpenedFile) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| st.st_dev == file.dev && st.st_ino == file.ino)
 }
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn temp_name(kind: &str, name: &OsStr) -> OsString {
+fn temp_name(pid: u32, kind: &str, name: &OsStr) -> OsString {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut s = OsString::from(format!("{TEMP_PREFIX}{kind}-{}-{n}-", std::process::id()));
+    let mut s = OsString::from(format!("{TEMP_PREFIX}{kind}-{pid}-{n}-"));
     // Keep names short enough for NAME_MAX.
     let tail: Vec<u8> = name.as_bytes().iter().copied().take(100).collect();
     s.push(OsStr::from_bytes(&tail));
     s
 }
 
-/// Directories open at once during a commit. A patch touching more
-/// directories reopens an evicted one by its path (beneath the root, and
-/// checked again for `.git`), so a patch of any size holds a bounded number
-/// of file handles: these, and at most [`SYNC_BATCH`] temp files or
-/// directory handles waiting for their fsync.
+/// Directories open at once during a commit (or one phase of planning). A
+/// patch touching more directories reopens an evicted one by its path
+/// (beneath the root, and judged again for `.git`), so a patch of any size
+/// holds a bounded number of file handles: these, at most [`SYNC_BATCH`]
+/// temp files or directory handles waiting for their fsync, and at most
+/// [`SYNC_BATCH`] replaced files held open until the commit ends.
 const MAX_OPEN_DIRS: usize = 64;
 
-/// The parent directories of a commit's files, opened beneath the root.
+/// One directory opened beneath the root.
+struct OpenDir {
+    /// Its workspace-relative path.
+    key: PathBuf,
+    fd: OwnedFd,
+    /// Whether it is (in) a git directory, judged on `fd` when first asked.
+    in_git_dir: Option<bool>,
+}
+
+/// The parent directories of a commit's (or a planning phase's) files,
+/// opened beneath the root.
 struct Dirs<'a> {
     ws: &'a Workspace,
-    open: std::collections::VecDeque<(PathBuf, OwnedFd)>,
+    open: std::collections::VecDeque<OpenDir>,
 }
 
 impl<'a> Dirs<'a> {
@@ -1113,26 +1216,60 @@ impl<'a> Dirs<'a> {
         }
     }
 
+    /// The slot of the directory holding `path`, and the file's name in it.
+    fn slot(
+        &mut self,
+        path: &WorkspacePath,
+        create: bool,
+    ) -> Result<(usize, OsString), ctm_workspace_fs::FsError> {
+        let key = path.relative().parent().unwrap_or(Path::new(""));
+        let cached = self.open.iter().position(|d| d.key == key);
+        match (cached, path.relative().file_name()) {
+            (Some(i), Some(name)) => Ok((i, name.to_os_string())),
+            _ => {
+                let (fd, name) = self.ws.open_parent(path, create)?;
+                if self.open.len() >= MAX_OPEN_DIRS {
+                    self.open.pop_front();
+                }
+                self.open.push_back(OpenDir {
+                    key: key.to_path_buf(),
+                    fd,
+                    in_git_dir: None,
+                });
+                Ok((self.open.len() - 1, name))
+            }
+        }
+    }
+
     /// The directory holding `path`, and the file's name in it.
     fn get(
         &mut self,
         path: &WorkspacePath,
         create: bool,
     ) -> Result<(&OwnedFd, OsString), ctm_workspace_fs::FsError> {
-        let key = path.relative().parent().unwrap_or(Path::new(""));
-        let cached = self.open.iter().position(|(k, _)| k == key);
-        let (i, name) = match (cached, path.relative().file_name()) {
-            (Some(i), Some(name)) => (i, name.to_os_string()),
-            _ => {
-                let (fd, name) = self.ws.open_parent(path, create)?;
-                if self.open.len() >= MAX_OPEN_DIRS {
-                    self.open.pop_front();
-                }
-                self.open.push_back((key.to_path_buf(), fd));
-                (self.open.len() - 1, name)
+        let (i, name) = self.slot(path, create)?;
+        Ok((&self.open[i].fd, name))
+    }
+
+    /// [`Dirs::get`], and whether that directory is (in) a git directory:
+    /// judged on the handle itself, once per handle.
+    fn get_judged(
+        &mut self,
+        path: &WorkspacePath,
+        create: bool,
+    ) -> Result<(&OwnedFd, OsString, bool), ctm_workspace_fs::FsError> {
+        let (i, name) = self.slot(path, create)?;
+        let ws = self.ws;
+        let d = &mut self.open[i];
+        let verdict = match d.in_git_dir {
+            Some(v) => v,
+            None => {
+                let v = crate::gitdir::dir_in_git_dir(ws, &d.fd);
+                d.in_git_dir = Some(v);
+                v
             }
         };
-        Ok((&self.open[i].1, name))
+        Ok((&d.fd, name, verdict))
     }
 }
 
@@ -1183,6 +1320,55 @@ fn remove_backups(backups: &[(OwnedFd, OsString)]) {
     });
 }
 
+/// Replaced files handed to the closing thread and not closed yet.
+static CLOSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// At most this many replaced files wait for the closing thread; past it
+/// they are closed by the caller.
+const MAX_CLOSING: usize = 256;
+
+/// Closes the replaced files of a finished commit on a thread of their own.
+/// Their names are gone already, so the last close frees their blocks, and
+/// that can wait on the device (a `discard` mount without a journal trims
+/// them then and there): the caller need not wait for it. Nothing depends
+/// on when it happens; a crash before it loses nothing either (the files
+/// have no name left).
+fn close_later(files: Vec<OwnedFd>) {
+    static CLOSER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Vec<OwnedFd>>>> =
+        std::sync::OnceLock::new();
+    let n = files.len();
+    if n == 0 {
+        return;
+    }
+    if CLOSING.load(Ordering::Relaxed).saturating_add(n) > MAX_CLOSING {
+        drop(files);
+        return;
+    }
+    let closer = CLOSER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
+        std::thread::Builder::new()
+            .name("ctm-patch-close".into())
+            .spawn(move || {
+                for batch in rx {
+                    let n = batch.len();
+                    drop(batch);
+                    CLOSING.fetch_sub(n, Ordering::Relaxed);
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    match closer {
+        Some(tx) => {
+            CLOSING.fetch_add(n, Ordering::Relaxed);
+            if let Err(std::sync::mpsc::SendError(files)) = tx.send(files) {
+                CLOSING.fetch_sub(n, Ordering::Relaxed);
+                drop(files);
+            }
+        }
+        None => drop(files),
+    }
+}
+
 /// One installed change, for rollback.
 enum Done {
     /// Target replaced (or created when `backup` is None).
@@ -1197,17 +1383,26 @@ enum Done {
     },
 }
 
+/// Whether renameat2's `RENAME_EXCHANGE` was refused by a file system here
+/// (then replacements fall back to a hard-linked backup and a rename).
+static NO_EXCHANGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 struct Commit<'a> {
     ws: &'a Workspace,
     faults: &'a Faults,
     /// Re-check each target's real directory for a git directory at write time.
     protect_git_dir: bool,
+    /// This process's id, in temp and backup names.
+    pid: u32,
     renames: usize,
     dirs: Dirs<'a>,
     /// Temp files written and not yet installed: each is removed on failure.
     temps: Vec<(WorkspacePath, OsString)>,
     created_dirs: Vec<WorkspacePath>,
     done: Vec<Done>,
+    /// The replaced and removed files, held open (at most [`SYNC_BATCH`])
+    /// until their backups are unlinked, to be closed by [`close_later`].
+    replaced: Vec<OwnedFd>,
 }
 
 /// Renames in `dir`, counting renames for [`Faults::fail_rename_at`].
@@ -1226,17 +1421,63 @@ fn rename_at(
     rustix::fs::renameat_with(dir, from, dir, to, flags)
 }
 
+/// Replaces `name` in `dir` by the temp file `temp`, keeping what `name`
+/// was as a backup, and returns the backup's name. One exchanging rename
+/// where the file system has it (the old file then carries the temp name);
+/// else a hard link of the old file and a rename over it. Counts as one
+/// rename for [`Faults::fail_rename_at`].
+fn replace_keeping(
+    renames: &mut usize,
+    faults: &Faults,
+    pid: u32,
+    dir: &OwnedFd,
+    temp: &OsStr,
+    name: &OsStr,
+) -> Result<OsString, Errno> {
+    *renames += 1;
+    if faults.fail_rename_at == Some(*renames) {
+        return Err(Errno::IO);
+    }
+    if !NO_EXCHANGE.load(Ordering::Relaxed) {
+        match rustix::fs::renameat_with(dir, temp, dir, name, RenameFlags::EXCHANGE) {
+            Ok(()) => return Ok(temp.to_os_string()),
+            Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+                NO_EXCHANGE.store(true, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let backup = temp_name(pid, "old", name);
+    rustix::fs::linkat(dir, name, dir, &backup, AtFlags::empty())?;
+    if let Err(e) = rustix::fs::renameat(dir, temp, dir, name) {
+        let _ = rustix::fs::unlinkat(dir, &backup, AtFlags::empty());
+        return Err(e);
+    }
+    Ok(backup)
+}
+
+/// The conflict of a target replaced by something else between the check
+/// of its baseline and its replacement.
+fn swapped(shown: String) -> PatchError {
+    PatchError::Conflict {
+        path: shown,
+        reason: "someone else replaced it while the patch was applied",
+    }
+}
+
 impl<'a> Commit<'a> {
     fn new(ws: &'a Workspace, faults: &'a Faults, protect_git_dir: bool) -> Self {
         Self {
             ws,
             faults,
             protect_git_dir,
+            pid: std::process::id(),
             renames: 0,
             dirs: Dirs::new(ws),
             temps: Vec::new(),
             created_dirs: Vec::new(),
             done: Vec::new(),
+            replaced: Vec::new(),
         }
     }
 
@@ -1250,19 +1491,31 @@ impl<'a> Commit<'a> {
         }
     }
 
-    /// The directory of `s`, refused when it is (in) a git directory.
+    /// The directory of `s`, refused when it is (in) a git directory:
+    /// judged on the directory actually opened, whatever was swapped
+    /// meanwhile, once per handle of this commit.
     fn dir_of(
         &mut self,
         path: &WorkspacePath,
         create: bool,
     ) -> Result<(&OwnedFd, OsString), PatchError> {
-        let shown = path.as_given();
-        let (dir, name) = self.dirs.get(path, create)?;
-        // The directory actually opened, whatever was swapped meanwhile.
-        if self.protect_git_dir && crate::gitdir::writes_git_dir(self.ws, dir, Path::new(&name)) {
-            return Err(PatchError::GitDirProtected(shown.to_owned()));
+        if !self.protect_git_dir {
+            return Ok(self.dirs.get(path, create)?);
+        }
+        let (dir, name, in_git_dir) = self.dirs.get_judged(path, create)?;
+        if crate::gitdir::writes_git_dir_in(in_git_dir, &name) {
+            return Err(PatchError::GitDirProtected(path.as_given().to_owned()));
         }
         Ok((dir, name))
+    }
+
+    /// Keeps `file` open until the commit ends, within the bound.
+    fn hold(&mut self, file: Option<OpenedFile>) {
+        if let Some(f) = file
+            && self.replaced.len() < SYNC_BATCH
+        {
+            self.replaced.push(f.fd);
+        }
     }
 
     fn try_run(&mut self, changes: &[Staged]) -> Result<(), PatchError> {
@@ -1272,21 +1525,31 @@ impl<'a> Commit<'a> {
         let mut unsynced: Vec<(OwnedFd, String)> = Vec::new();
         for s in changes {
             let shown = s.path.as_given().to_owned();
-            let dir_missing = matches!(
-                self.ws.open_parent(&s.path, false),
-                Err(ctm_workspace_fs::FsError::NotFound(_))
-            );
-            if dir_missing {
-                self.note_missing_dirs(&s.path);
-            }
-            if self.protect_git_dir
-                && crate::gitdir::path_writes_git_dir(self.ws, s.path.relative())
-            {
-                return Err(PatchError::GitDirProtected(shown));
+            // A directory this commit has not opened yet: a missing one is
+            // noted (to be made, and removed on failure), and any is judged
+            // for `.git` at its nearest existing ancestor before anything is
+            // made in it. An opened one is judged on its handle below.
+            if let Err(e) = self.dirs.get(&s.path, false) {
+                if matches!(e, ctm_workspace_fs::FsError::NotFound(_)) {
+                    self.note_missing_dirs(&s.path);
+                }
+                if self.protect_git_dir
+                    && crate::gitdir::path_writes_git_dir(
+                        self.ws,
+                        s.path.relative(),
+                        &mut crate::gitdir::GitVerdicts::default(),
+                    )
+                {
+                    return Err(PatchError::GitDirProtected(shown));
+                }
             }
             let temp = match &s.content {
                 Some(bytes) => {
-                    let t = temp_name("new", s.path.relative().file_name().unwrap_or_default());
+                    let t = temp_name(
+                        self.pid,
+                        "new",
+                        s.path.relative().file_name().unwrap_or_default(),
+                    );
                     let (dir, _) = self.dir_of(&s.path, true)?;
                     let fd = rustix::fs::openat(
                         dir,
@@ -1317,11 +1580,13 @@ impl<'a> Commit<'a> {
         sync_together(&unsynced)?;
         drop(unsynced);
         // 2. Install, re-checking each baseline immediately before its
-        //    replacement. No rename is durable before every temp file is.
+        //    replacement, and after it that the file moved aside is the one
+        //    checked. No rename is durable before every temp file is.
         let mut touched: BTreeMap<PathBuf, WorkspacePath> = BTreeMap::new();
+        let mut buf = Vec::new();
         for (s, temp, shown) in prepared {
             let (dir, name) = self.dir_of(&s.path, false)?;
-            let now = match baseline_at(dir, &name) {
+            let (now, read) = match baseline_at(dir, &name, &mut buf) {
                 Ok(b) => b,
                 Err(_) => {
                     return Err(PatchError::Conflict {
@@ -1341,11 +1606,16 @@ impl<'a> Commit<'a> {
                     reason,
                 });
             }
+            if let (Some(hook), Baseline::Present { .. }) =
+                (&self.faults.before_replace, &s.baseline)
+            {
+                hook(s.path.relative());
+            }
             let (dir, name) = self.dirs.get(&s.path, false)?;
             let renames = &mut self.renames;
             let faults = self.faults;
-            match (temp, &s.baseline) {
-                (Some(t), Baseline::Absent) => {
+            match (temp, &s.baseline, read) {
+                (Some(t), Baseline::Absent, _) => {
                     match rename_at(renames, faults, dir, &t, &name, RenameFlags::NOREPLACE) {
                         Ok(()) => {}
                         Err(Errno::EXIST) => {
@@ -1362,31 +1632,37 @@ impl<'a> Commit<'a> {
                         backup: None,
                     });
                 }
-                (Some(t), Baseline::Present { .. }) => {
-                    let backup = temp_name("old", &name);
-                    rustix::fs::linkat(dir, &name, dir, &backup, AtFlags::empty())
+                (Some(t), Baseline::Present { .. }, Some(read)) => {
+                    let backup = replace_keeping(renames, faults, self.pid, dir, &t, &name)
                         .map_err(|e| io_err(&shown, e))?;
-                    if let Err(e) = rename_at(renames, faults, dir, &t, &name, RenameFlags::empty())
-                    {
-                        let _ = rustix::fs::unlinkat(dir, &backup, AtFlags::empty());
-                        return Err(io_err(&shown, e));
-                    }
+                    let same = is_file(dir, &backup, &read);
                     self.temps.retain(|(_, n)| *n != t);
                     self.done.push(Done::Installed {
                         path: s.path.clone(),
                         backup: Some(backup),
                     });
+                    if !same {
+                        return Err(swapped(shown));
+                    }
+                    self.hold(Some(read));
                 }
-                (None, Baseline::Present { .. }) => {
-                    let backup = temp_name("old", &name);
+                (None, Baseline::Present { .. }, Some(read)) => {
+                    let backup = temp_name(self.pid, "old", &name);
                     rename_at(renames, faults, dir, &name, &backup, RenameFlags::NOREPLACE)
                         .map_err(|e| io_err(&shown, e))?;
+                    let same = is_file(dir, &backup, &read);
                     self.done.push(Done::Removed {
                         path: s.path.clone(),
                         backup,
                     });
+                    if !same {
+                        return Err(swapped(shown));
+                    }
+                    self.hold(Some(read));
                 }
-                (None, Baseline::Absent) => {}
+                // A present baseline was just read, with its file.
+                (_, Baseline::Present { .. }, None) => return Err(swapped(shown)),
+                (None, Baseline::Absent, _) => {}
             }
             let key = s.path.relative().parent().unwrap_or(Path::new(""));
             touched
@@ -1451,8 +1727,11 @@ impl<'a> Commit<'a> {
     /// Success: drop the backups. Not fsynced: a backup is a second name
     /// of the old file, so losing its removal in a crash loses nothing, and
     /// the next start sweeps it as a dead process's leftover.
-    /// Removed from several threads: freeing an old file's blocks can
-    /// wait on the device (a `discard` mount trims them at once).
+    /// The replaced files are held open meanwhile, so unlinking a backup
+    /// only removes a name; they are closed (and their blocks freed, which
+    /// can wait on the device) by [`close_later`]. Backups past the files
+    /// held are removed from several threads instead, since each removal
+    /// then frees the blocks.
     fn finish(&mut self) {
         let mut backups = Vec::new();
         for d in std::mem::take(&mut self.done) {
@@ -1461,20 +1740,34 @@ impl<'a> Commit<'a> {
                 backup: Some(b),
             }
             | Done::Removed { path, backup: b } = d
-                && let Ok((dir, _)) = self.dirs.get(&path, false)
             {
-                match dir.try_clone() {
-                    Ok(dir) => backups.push((dir, b)),
-                    Err(_) => {
-                        let _ = rustix::fs::unlinkat(dir, &b, AtFlags::empty());
-                    }
-                }
-            }
-            if backups.len() >= SYNC_BATCH {
-                remove_backups(&std::mem::take(&mut backups));
+                backups.push((path, b));
             }
         }
-        remove_backups(&backups);
+        if backups.len() <= self.replaced.len() {
+            for (path, b) in &backups {
+                if let Ok((dir, _)) = self.dirs.get(path, false) {
+                    let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
+                }
+            }
+        } else {
+            let mut batch = Vec::new();
+            for (path, b) in backups {
+                if let Ok((dir, _)) = self.dirs.get(&path, false) {
+                    match dir.try_clone() {
+                        Ok(dir) => batch.push((dir, b)),
+                        Err(_) => {
+                            let _ = rustix::fs::unlinkat(dir, &b, AtFlags::empty());
+                        }
+                    }
+                }
+                if batch.len() >= SYNC_BATCH {
+                    remove_backups(&std::mem::take(&mut batch));
+                }
+            }
+            remove_backups(&batch);
+        }
+        close_later(std::mem::take(&mut self.replaced));
     }
 
     /// Failure: put every file back, newest first, and remove every temp
@@ -1502,7 +1795,13 @@ impl<'a> Commit<'a> {
                 Done::Installed {
                     backup: Some(b), ..
                 } => {
-                    if let Err(e) = rustix::fs::renameat(dir, b, dir, &name) {
+                    // Exchanged back (whatever the backup is, even a
+                    // directory swapped in meanwhile), then the new file
+                    // removed; a plain rename when that is not possible.
+                    if rustix::fs::renameat_with(dir, b, dir, &name, RenameFlags::EXCHANGE).is_ok()
+                    {
+                        let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
+                    } else if let Err(e) = rustix::fs::renameat(dir, b, dir, &name) {
                         errors.push(format!("{shown}: {e}"));
                         kept.push((shown, b.to_string_lossy().into_owned()));
                     }
@@ -1543,5 +1842,24 @@ impl<'a> Commit<'a> {
                 backups: kept,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        let mut b = [0u8; 32];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = u8::try_from(i * 8 + 7).unwrap_or(0);
+        }
+        let want: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(hex(&b), want);
+        assert_eq!(
+            hex(&sha(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 }

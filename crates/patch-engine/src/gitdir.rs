@@ -4,6 +4,7 @@
 //! workspace. Git runs programs named in a repository's config and hooks,
 //! so safe mode writes none of it.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Component, Path, PathBuf};
@@ -27,16 +28,16 @@ fn real_path(dir: impl AsFd) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd())).ok()
 }
 
-/// Whether creating or changing `rest` (workspace-relative components
-/// below the directory `dir`, itself opened beneath the root) writes into a
-/// git directory.
-pub(crate) fn writes_git_dir(ws: &Workspace, dir: impl AsFd, rest: &Path) -> bool {
-    if rest
-        .components()
+/// Whether `rest` (relative components) names a `.git` anywhere.
+fn names_git_dir(rest: &Path) -> bool {
+    rest.components()
         .any(|c| matches!(c, Component::Normal(n) if is_git_name(n)))
-    {
-        return true;
-    }
+}
+
+/// Whether the directory `dir`, opened beneath the root, is (in) a git
+/// directory: decided on its real path, so on the directory actually
+/// opened whatever was renamed or swapped before it was opened.
+pub(crate) fn dir_in_git_dir(ws: &Workspace, dir: impl AsFd) -> bool {
     let root = ws.root();
     let Some(real) = real_path(dir) else {
         // No /proc: the lexical verdict is all there is.
@@ -46,10 +47,7 @@ pub(crate) fn writes_git_dir(ws: &Workspace, dir: impl AsFd, rest: &Path) -> boo
         // Not beneath the root: refuse rather than guess.
         return true;
     };
-    if rel
-        .components()
-        .any(|c| matches!(c, Component::Normal(n) if is_git_name(n)))
-    {
+    if names_git_dir(rel) {
         return true;
     }
     real.ancestors()
@@ -57,12 +55,35 @@ pub(crate) fn writes_git_dir(ws: &Workspace, dir: impl AsFd, rest: &Path) -> boo
         .any(looks_like_git_dir)
 }
 
-/// [`writes_git_dir`] for a path that may not exist yet: decided at its
-/// nearest existing ancestor directory.
-pub(crate) fn path_writes_git_dir(ws: &Workspace, relative: &Path) -> bool {
+/// Whether creating or changing the file `name` in the directory `dir`
+/// (opened beneath the root) writes into a git directory, given `dir`'s
+/// own verdict from [`dir_in_git_dir`].
+pub(crate) fn writes_git_dir_in(dir_verdict: bool, name: &OsStr) -> bool {
+    dir_verdict || is_git_name(name)
+}
+
+/// The verdicts of [`dir_in_git_dir`] on the directories one patch looked
+/// at while planning, by workspace-relative path. Made afresh for each
+/// patch and dropped with it: a directory that becomes a git directory
+/// later is judged again by the next patch (and at commit time every
+/// directory is judged again on the handle written through).
+#[derive(Default)]
+pub(crate) struct GitVerdicts {
+    by_dir: HashMap<PathBuf, bool>,
+}
+
+/// Whether creating or changing `relative` (a workspace-relative path that
+/// may not exist yet) writes into a git directory: decided at its nearest
+/// existing ancestor directory, whose verdict `seen` remembers for the
+/// rest of the patch.
+pub(crate) fn path_writes_git_dir(ws: &Workspace, relative: &Path, seen: &mut GitVerdicts) -> bool {
     let mut ancestor = relative.to_path_buf();
     loop {
         let popped = ancestor.pop();
+        let rest = || relative.strip_prefix(&ancestor).unwrap_or(relative);
+        if let Some(verdict) = seen.by_dir.get(&ancestor) {
+            return *verdict || names_git_dir(rest());
+        }
         let shown = if ancestor.as_os_str().is_empty() {
             ".".to_owned()
         } else {
@@ -71,13 +92,12 @@ pub(crate) fn path_writes_git_dir(ws: &Workspace, relative: &Path) -> bool {
         if let Ok(p) = ws.resolve_lexically(&shown)
             && let Ok(fd) = ws.open_dir_handle(&p)
         {
-            let rest = relative.strip_prefix(&ancestor).unwrap_or(relative);
-            return writes_git_dir(ws, fd, rest);
+            let verdict = dir_in_git_dir(ws, fd);
+            seen.by_dir.insert(ancestor.clone(), verdict);
+            return verdict || names_git_dir(rest());
         }
         if !popped {
-            return relative
-                .components()
-                .any(|c| matches!(c, Component::Normal(n) if is_git_name(n)));
+            return names_git_dir(relative);
         }
     }
 }

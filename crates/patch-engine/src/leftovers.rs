@@ -1,8 +1,9 @@
 //! Start-up cleanup of what a killed server left behind mid-commit.
 //!
-//! Temp files (`.ctm-patch-new-PID-N-NAME`) and backups
-//! (`.ctm-patch-old-PID-N-NAME`) live beside their targets and carry the id
-//! of the process that made them. Each file of a commit is replaced by one
+//! Temp files (`.ctm-patch-new-PID-N-NAME`) and backups (the same name once
+//! exchanged with the target, or `.ctm-patch-old-PID-N-NAME` for a removal
+//! or where the file system cannot exchange) live beside their targets and
+//! carry the id of the process that made them. Each file of a commit is replaced by one
 //! atomic rename, so after a crash every target is wholly old or wholly new;
 //! what remains are these names. A leftover is removed only when its process
 //! is gone: a live process (another server on the same workspace, or a

@@ -29,6 +29,7 @@ fn failing_any_rename_rolls_everything_back() {
         let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n"), ("d.txt", "d\n")]);
         let before = tree(t.path());
         let opts = ApplyOptions::default().with_faults(Faults {
+            before_replace: None,
             fail_rename_at: Some(n),
             before_commit: None,
         });
@@ -58,6 +59,7 @@ fn outside_change_between_plan_and_commit_is_a_conflict() {
     let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
     let path = t.path().join("b.txt");
     let opts = ApplyOptions::default().with_faults(Faults {
+        before_replace: None,
         fail_rename_at: None,
         before_commit: Some(Box::new(move || {
             std::fs::write(&path, "edited by someone\n").unwrap()
@@ -86,6 +88,7 @@ fn target_created_meanwhile_is_never_overwritten() {
     let (t, engine) = setup(&[]);
     let path = t.path().join("new.txt");
     let opts = ApplyOptions::default().with_faults(Faults {
+        before_replace: None,
         fail_rename_at: None,
         before_commit: Some(Box::new(move || std::fs::write(&path, "theirs\n").unwrap())),
     });
@@ -108,6 +111,7 @@ fn mode_change_is_a_conflict_too() {
     let (t, engine) = setup(&[("a.txt", "a\n")]);
     let path = t.path().join("a.txt");
     let opts = ApplyOptions::default().with_faults(Faults {
+        before_replace: None,
         fail_rename_at: None,
         before_commit: Some(Box::new(move || {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap()
@@ -212,6 +216,7 @@ fn a_failed_commit_across_many_directories_leaves_nothing_behind() {
         let (t, engine) = setup(&[("keep.txt", "k\n")]);
         let before = tree(t.path());
         let opts = ApplyOptions::default().with_faults(Faults {
+            before_replace: None,
             fail_rename_at: Some(fail_at),
             before_commit: None,
         });
@@ -492,4 +497,160 @@ fn matching_a_big_stale_hunk_stops_and_waiting_patches_give_up() {
         std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
         "y\n"
     );
+}
+
+/// Faults that run `hook` with a target's path just before it is replaced.
+fn before_replace(hook: impl Fn(&std::path::Path) + Send + Sync + 'static) -> ApplyOptions {
+    ApplyOptions::default().with_faults(Faults {
+        fail_rename_at: None,
+        before_commit: None,
+        before_replace: Some(Box::new(hook)),
+    })
+}
+
+/// A target replaced by another file (an editor saving by rename) after its
+/// baseline was checked and before the patch replaced it: the exchange
+/// moves the wrong file aside, notices, and puts everything back. The
+/// outside file survives under its name, the earlier file of the patch is
+/// rolled back, and nothing of the patch is left.
+#[test]
+fn a_target_swapped_just_before_its_replacement_is_a_conflict_and_survives() {
+    let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let root = t.path().to_path_buf();
+    let opts = before_replace(move |p| {
+        if p == std::path::Path::new("b.txt") {
+            std::fs::write(root.join("theirs.tmp"), "theirs\n").unwrap();
+            std::fs::rename(root.join("theirs.tmp"), root.join("b.txt")).unwrap();
+        }
+    });
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Update File: b.txt\n-b\n+B\n*** End Patch";
+    let e = engine.apply(patch, &opts).unwrap_err();
+    assert!(
+        matches!(e, PatchError::Conflict { ref path, .. } if path == "b.txt"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b.txt")).unwrap(),
+        "theirs\n"
+    );
+    let names: Vec<String> = tree(t.path()).into_keys().collect();
+    assert_eq!(names, ["a.txt", "b.txt"]);
+}
+
+/// A directory put in a target's place in that same window: the exchange
+/// would move it aside; it is exchanged back, whole, and the patch fails.
+/// A deleted target swapped for a directory likewise.
+#[test]
+fn a_directory_swapped_in_for_a_target_is_put_back() {
+    for patch in [
+        "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Update File: b.txt\n-b\n+B\n*** End Patch",
+        "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Delete File: b.txt\n*** End Patch",
+    ] {
+        let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+        let root = t.path().to_path_buf();
+        let opts = before_replace(move |p| {
+            if p == std::path::Path::new("b.txt") {
+                std::fs::remove_file(root.join("b.txt")).unwrap();
+                std::fs::create_dir(root.join("b.txt")).unwrap();
+                std::fs::write(root.join("b.txt/inside"), "kept\n").unwrap();
+            }
+        });
+        let e = engine.apply(patch, &opts).unwrap_err();
+        assert_eq!(kind(&e), "conflict", "{e}");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
+            "a\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("b.txt/inside")).unwrap(),
+            "kept\n"
+        );
+        let names: Vec<String> = tree(t.path()).into_keys().collect();
+        assert_eq!(names, ["a.txt", "b.txt/inside"], "{patch}");
+    }
+}
+
+/// Replaced files are closed after the commit (off the caller's path), but
+/// their names are gone when `apply` returns, every time, and the new
+/// content is in place.
+#[test]
+fn replaced_files_leave_no_name_behind() {
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("f{i:02}.txt"), format!("{i}\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let (t, engine) = setup(&refs);
+    for round in 0..5 {
+        let mut patch = String::from("*** Begin Patch\n");
+        for i in 0..40 {
+            let (from, to) = if round % 2 == 0 {
+                (format!("{i}"), format!("{i} changed"))
+            } else {
+                (format!("{i} changed"), format!("{i}"))
+            };
+            patch.push_str(&format!("*** Update File: f{i:02}.txt\n-{from}\n+{to}\n"));
+        }
+        patch.push_str("*** Delete File: gone.txt\n*** End Patch\n");
+        std::fs::write(t.path().join("gone.txt"), "x\n").unwrap();
+        engine.apply(&patch, &ApplyOptions::default()).unwrap();
+        let all = tree(t.path());
+        assert_eq!(all.len(), 40, "round {round}: {:?}", all.keys());
+        let want = if round % 2 == 0 { "0 changed\n" } else { "0\n" };
+        assert_eq!(all["f00.txt"].0, want.as_bytes());
+    }
+}
+
+/// What a patch learned about a directory's git status does not outlive
+/// it: a directory that becomes a repository after one patch is refused to
+/// the next, and one that becomes a repository between planning and
+/// committing is refused by the commit, which judges the directory it
+/// opened itself.
+#[test]
+fn git_dir_verdicts_do_not_outlive_the_patch() {
+    let (t, engine) = setup(&[("sub/a.txt", "a\n"), ("sub/b.txt", "b\n")]);
+    engine
+        .apply(
+            "*** Begin Patch\n*** Update File: sub/a.txt\n-a\n+A\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap();
+    std::fs::create_dir(t.path().join("sub/objects")).unwrap();
+    std::fs::create_dir(t.path().join("sub/refs")).unwrap();
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Update File: sub/b.txt\n-b\n+B\n*** End Patch",
+            &ApplyOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "git_dir", "{e}");
+    std::fs::remove_dir(t.path().join("sub/objects")).unwrap();
+    std::fs::remove_dir(t.path().join("sub/refs")).unwrap();
+    // Planned while `sub` is an ordinary directory, committed after it
+    // became a repository: refused, nothing written.
+    let root = t.path().to_path_buf();
+    let opts = ApplyOptions::default().with_faults(Faults {
+        fail_rename_at: None,
+        before_commit: Some(Box::new(move || {
+            std::fs::create_dir(root.join("sub/objects")).unwrap();
+            std::fs::create_dir(root.join("sub/refs")).unwrap();
+        })),
+        before_replace: None,
+    });
+    std::fs::write(t.path().join("top.txt"), "t\n").unwrap();
+    let before = tree(t.path());
+    let e = engine
+        .apply(
+            "*** Begin Patch\n*** Update File: top.txt\n-t\n+T\n*** Update File: sub/b.txt\n-b\n+B\n*** End Patch",
+            &opts,
+        )
+        .unwrap_err();
+    assert_eq!(kind(&e), "git_dir", "{e}");
+    assert_eq!(tree(t.path()), before);
 }
