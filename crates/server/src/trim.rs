@@ -67,11 +67,12 @@ pub const TRIM_THRESHOLD: usize = 4 * 1024 * 1024;
 ///
 /// `malloc_trim` returns the free pages inside every arena but only the
 /// main arena's top, so each further arena can keep up to the trim
-/// threshold after work: with glibc's default of eight arenas per core,
-/// 22.6 MiB after the files bench at 4 MiB. The arenas are therefore
-/// limited to one per core ([`arena_limit`]): 12.6 MiB after the same
-/// bench, at the same search speed. One arena for all threads made search
-/// 40 % slower.
+/// threshold after work. With glibc's default of eight arenas per core
+/// that was 22.6 MiB after the files bench at 4 MiB, with four per core
+/// 20.7–25 MiB. The arenas are therefore limited to two per core
+/// ([`arena_limit`]): 12.7 MiB after the same bench. Fewer cost speed:
+/// with one per core `git_status` of 49,000 files was 12 % slower, with
+/// one for all threads search was 40 % slower.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn tune_allocator() {
     let arenas = arena_limit();
@@ -85,13 +86,12 @@ pub fn tune_allocator() {
     }
 }
 
-/// Malloc arenas: one per core the process may use, at least two, at most
-/// 64 (what stays after work is at most this many times
-/// [`TRIM_THRESHOLD`]).
+/// Malloc arenas: two per core the process may use, at most 64 (what
+/// stays after work is at most this many times [`TRIM_THRESHOLD`]).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn arena_limit() -> libc::c_int {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    cores.clamp(2, 64) as libc::c_int
+    (2 * cores).clamp(2, 64) as libc::c_int
 }
 
 /// Other C libraries keep no such threshold.
