@@ -8,6 +8,11 @@ use ctm_workspace_fs::Workspace;
 
 use super::{kind, tree};
 
+/// The text of `name` under `dir`.
+fn content(dir: &std::path::Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
 fn setup(files: &[(&str, &str)]) -> (tempfile::TempDir, PatchEngine) {
     let t = tempfile::tempdir().unwrap();
     for (p, c) in files {
@@ -45,10 +50,7 @@ fn failing_any_rename_rolls_everything_back() {
         } else {
             // There is no sixth rename: the patch applies.
             r.unwrap();
-            assert_eq!(
-                std::fs::read_to_string(t.path().join("moved/d.txt")).unwrap(),
-                "D\n"
-            );
+            assert_eq!(content(t.path(), "moved/d.txt"), "D\n");
         }
         assert!(tree(t.path()).keys().all(|k| !k.contains(TEMP_PREFIX)));
     }
@@ -99,10 +101,7 @@ fn target_created_meanwhile_is_never_overwritten() {
         )
         .unwrap_err();
     assert_eq!(kind(&e), "conflict");
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("new.txt")).unwrap(),
-        "theirs\n"
-    );
+    assert_eq!(content(t.path(), "new.txt"), "theirs\n");
 }
 
 #[test]
@@ -232,10 +231,7 @@ fn a_failed_commit_across_many_directories_leaves_nothing_behind() {
     let (t, engine) = setup(&[("keep.txt", "k\n")]);
     let r = engine.apply(&patch, &ApplyOptions::default()).unwrap();
     assert_eq!(r.files.len(), dirs + 1);
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("d149/sub/f.txt")).unwrap(),
-        "149\n"
-    );
+    assert_eq!(content(t.path(), "d149/sub/f.txt"), "149\n");
     assert!(tree(t.path()).keys().all(|k| !k.contains(TEMP_PREFIX)));
 }
 
@@ -284,10 +280,7 @@ fn a_file_over_the_size_cap_is_refused_before_it_is_read() {
             &ApplyOptions::default(),
         )
         .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
-        "x\n"
-    );
+    assert_eq!(content(t.path(), "small.txt"), "x\n");
 }
 
 /// One patch reads at most `max_patch_bytes` of files in all, each file
@@ -415,10 +408,7 @@ fn cancellation_and_the_deadline_stop_planning_and_write_nothing() {
         .with_cancelled(|| false)
         .with_deadline(std::time::Instant::now() + std::time::Duration::from_secs(600));
     engine.apply(patch, &patient).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
-        "A\n"
-    );
+    assert_eq!(content(t.path(), "a.txt"), "A\n");
 }
 
 /// A big stale hunk costs file lines × hunk lines to match: cancellation
@@ -493,10 +483,7 @@ fn matching_a_big_stale_hunk_stops_and_waiting_patches_give_up() {
     assert!(matches!(slow.join().unwrap(), PatchError::Stopped { .. }));
     // Free again: the small patch applies.
     engine.apply(small, &ApplyOptions::default()).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("small.txt")).unwrap(),
-        "y\n"
-    );
+    assert_eq!(content(t.path(), "small.txt"), "y\n");
 }
 
 /// Faults that run `hook` with a target's path just before it is replaced.
@@ -529,14 +516,8 @@ fn a_target_swapped_just_before_its_replacement_is_a_conflict_and_survives() {
         matches!(e, PatchError::Conflict { ref path, .. } if path == "b.txt"),
         "{e}"
     );
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
-        "a\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(t.path().join("b.txt")).unwrap(),
-        "theirs\n"
-    );
+    assert_eq!(content(t.path(), "a.txt"), "a\n");
+    assert_eq!(content(t.path(), "b.txt"), "theirs\n");
     let names: Vec<String> = tree(t.path()).into_keys().collect();
     assert_eq!(names, ["a.txt", "b.txt"]);
 }
@@ -561,14 +542,8 @@ fn a_directory_swapped_in_for_a_target_is_put_back() {
         });
         let e = engine.apply(patch, &opts).unwrap_err();
         assert_eq!(kind(&e), "conflict", "{e}");
-        assert_eq!(
-            std::fs::read_to_string(t.path().join("a.txt")).unwrap(),
-            "a\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(t.path().join("b.txt/inside")).unwrap(),
-            "kept\n"
-        );
+        assert_eq!(content(t.path(), "a.txt"), "a\n");
+        assert_eq!(content(t.path(), "b.txt/inside"), "kept\n");
         let names: Vec<String> = tree(t.path()).into_keys().collect();
         assert_eq!(names, ["a.txt", "b.txt/inside"], "{patch}");
     }
