@@ -53,11 +53,7 @@ pub fn to_wire_streaming(
     write_into(value, out, Some(sink))
 }
 
-fn write_into(
-    value: &Value,
-    out: &mut Vec<u8>,
-    sink: Option<Sink<'_>>,
-) -> std::io::Result<usize> {
+fn write_into(value: &Value, out: &mut Vec<u8>, sink: Option<Sink<'_>>) -> std::io::Result<usize> {
     let raw = raw_len(value);
     // Room for the text and a little escaping: a large answer is written
     // into one allocation, not grown and copied.
