@@ -1197,8 +1197,26 @@ struct OpenDir {
     /// Its workspace-relative path.
     key: PathBuf,
     fd: OwnedFd,
+    /// Its device and inode: which directory it is, whatever its path
+    /// names later.
+    id: FileId,
     /// Whether it is (in) a git directory, judged on `fd` when first asked.
     in_git_dir: Option<bool>,
+}
+
+/// A file's or directory's device and inode.
+type FileId = (u64, u64);
+
+/// The device and inode of an open file or directory.
+fn id_of(fd: &OwnedFd) -> Result<FileId, Errno> {
+    rustix::fs::fstat(fd).map(|st| (st.st_dev, st.st_ino))
+}
+
+/// The device and inode of `name` in `dir`, not following a link.
+fn id_at(dir: &OwnedFd, name: &OsStr) -> Option<FileId> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .ok()
+        .map(|st| (st.st_dev, st.st_ino))
 }
 
 /// The parent directories of a commit's (or a planning phase's) files,
@@ -1228,12 +1246,16 @@ impl<'a> Dirs<'a> {
             (Some(i), Some(name)) => Ok((i, name.to_os_string())),
             _ => {
                 let (fd, name) = self.ws.open_parent(path, create)?;
+                let id = id_of(&fd).map_err(|e| {
+                    ctm_workspace_fs::FsError::io(path.as_given(), std::io::Error::from(e))
+                })?;
                 if self.open.len() >= MAX_OPEN_DIRS {
                     self.open.pop_front();
                 }
                 self.open.push_back(OpenDir {
                     key: key.to_path_buf(),
                     fd,
+                    id,
                     in_git_dir: None,
                 });
                 Ok((self.open.len() - 1, name))
@@ -1249,6 +1271,15 @@ impl<'a> Dirs<'a> {
     ) -> Result<(&OwnedFd, OsString), ctm_workspace_fs::FsError> {
         let (i, name) = self.slot(path, create)?;
         Ok((&self.open[i].fd, name))
+    }
+
+    /// [`Dirs::get`], and which directory it is (device and inode).
+    fn get_id(
+        &mut self,
+        path: &WorkspacePath,
+    ) -> Result<(&OwnedFd, OsString, FileId), ctm_workspace_fs::FsError> {
+        let (i, name) = self.slot(path, false)?;
+        Ok((&self.open[i].fd, name, self.open[i].id))
     }
 
     /// [`Dirs::get`], and whether that directory is (in) a git directory:
@@ -1375,11 +1406,16 @@ enum Done {
     Installed {
         path: WorkspacePath,
         backup: Option<OsString>,
+        /// The directory it was done in.
+        dir: FileId,
+        /// The new file put at the target's name.
+        new: FileId,
     },
     /// Target removed to `backup`.
     Removed {
         path: WorkspacePath,
         backup: OsString,
+        dir: FileId,
     },
 }
 
@@ -1550,7 +1586,8 @@ impl<'a> Commit<'a> {
                         "new",
                         s.path.relative().file_name().unwrap_or_default(),
                     );
-                    let (dir, _) = self.dir_of(&s.path, true)?;
+                    self.dir_of(&s.path, true)?;
+                    let (dir, _) = self.dirs.get(&s.path, false)?;
                     let fd = rustix::fs::openat(
                         dir,
                         &t,
@@ -1560,6 +1597,7 @@ impl<'a> Commit<'a> {
                     .map_err(|e| io_err(&shown, e))?;
                     // Recorded before anything else can fail, so a failure removes it.
                     self.temps.push((s.path.clone(), t.clone()));
+                    let new = id_of(&fd).map_err(|e| io_err(&shown, e))?;
                     let mut f = std::fs::File::from(fd);
                     f.write_all(bytes).map_err(|e| io_err(&shown, e))?;
                     rustix::fs::fchmod(&f, Mode::from_raw_mode(s.mode))
@@ -1568,14 +1606,15 @@ impl<'a> Commit<'a> {
                     if unsynced.len() >= SYNC_BATCH {
                         sync_together(&std::mem::take(&mut unsynced))?;
                     }
-                    Some(t)
+                    Some((t, new))
                 }
                 None => {
                     self.dir_of(&s.path, false)?;
                     None
                 }
             };
-            prepared.push((s, temp, shown));
+            let (_, _, dir_id) = self.dirs.get_id(&s.path)?;
+            prepared.push((s, temp, shown, dir_id));
         }
         sync_together(&unsynced)?;
         drop(unsynced);
@@ -1584,8 +1623,26 @@ impl<'a> Commit<'a> {
         //    checked. No rename is durable before every temp file is.
         let mut touched: BTreeMap<PathBuf, WorkspacePath> = BTreeMap::new();
         let mut buf = Vec::new();
-        for (s, temp, shown) in prepared {
-            let (dir, name) = self.dir_of(&s.path, false)?;
+        for (s, temp, shown, dir_id) in prepared {
+            // The directory its temp file was written in (a handle evicted
+            // meanwhile is reopened by its path: it must be the same
+            // directory), judged for `.git` again right before the change,
+            // on the handle written through.
+            let (dir, name, id) = self.dirs.get_id(&s.path)?;
+            if id != dir_id {
+                return Err(PatchError::Conflict {
+                    path: shown,
+                    reason: "its directory was moved or replaced while the patch was applied",
+                });
+            }
+            if self.protect_git_dir
+                && crate::gitdir::writes_git_dir_in(
+                    crate::gitdir::dir_in_git_dir(self.ws, dir),
+                    &name,
+                )
+            {
+                return Err(PatchError::GitDirProtected(shown));
+            }
             let (now, read) = match baseline_at(dir, &name, &mut buf) {
                 Ok(b) => b,
                 Err(_) => {
@@ -1615,7 +1672,7 @@ impl<'a> Commit<'a> {
             let renames = &mut self.renames;
             let faults = self.faults;
             match (temp, &s.baseline, read) {
-                (Some(t), Baseline::Absent, _) => {
+                (Some((t, new)), Baseline::Absent, _) => {
                     match rename_at(renames, faults, dir, &t, &name, RenameFlags::NOREPLACE) {
                         Ok(()) => {}
                         Err(Errno::EXIST) => {
@@ -1630,9 +1687,11 @@ impl<'a> Commit<'a> {
                     self.done.push(Done::Installed {
                         path: s.path.clone(),
                         backup: None,
+                        dir: dir_id,
+                        new,
                     });
                 }
-                (Some(t), Baseline::Present { .. }, Some(read)) => {
+                (Some((t, new)), Baseline::Present { .. }, Some(read)) => {
                     let backup = replace_keeping(renames, faults, self.pid, dir, &t, &name)
                         .map_err(|e| io_err(&shown, e))?;
                     let same = is_file(dir, &backup, &read);
@@ -1640,6 +1699,8 @@ impl<'a> Commit<'a> {
                     self.done.push(Done::Installed {
                         path: s.path.clone(),
                         backup: Some(backup),
+                        dir: dir_id,
+                        new,
                     });
                     if !same {
                         return Err(swapped(shown));
@@ -1654,6 +1715,7 @@ impl<'a> Commit<'a> {
                     self.done.push(Done::Removed {
                         path: s.path.clone(),
                         backup,
+                        dir: dir_id,
                     });
                     if !same {
                         return Err(swapped(shown));
@@ -1738,22 +1800,35 @@ impl<'a> Commit<'a> {
             if let Done::Installed {
                 path,
                 backup: Some(b),
+                dir,
+                ..
             }
-            | Done::Removed { path, backup: b } = d
+            | Done::Removed {
+                path,
+                backup: b,
+                dir,
+            } = d
             {
-                backups.push((path, b));
+                backups.push((path, b, dir));
             }
         }
+        // Only in the directory the backup was made in: a handle reopened
+        // by its path may name another directory by now (then the backup
+        // stays, for the sweep of the next start).
         if backups.len() <= self.replaced.len() {
-            for (path, b) in &backups {
-                if let Ok((dir, _)) = self.dirs.get(path, false) {
+            for (path, b, id) in &backups {
+                if let Ok((dir, _, now)) = self.dirs.get_id(path)
+                    && now == *id
+                {
                     let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
                 }
             }
         } else {
             let mut batch = Vec::new();
-            for (path, b) in backups {
-                if let Ok((dir, _)) = self.dirs.get(&path, false) {
+            for (path, b, id) in backups {
+                if let Ok((dir, _, now)) = self.dirs.get_id(&path)
+                    && now == id
+                {
                     match dir.try_clone() {
                         Ok(dir) => batch.push((dir, b)),
                         Err(_) => {
@@ -1776,38 +1851,77 @@ impl<'a> Commit<'a> {
         let mut errors = Vec::new();
         let mut kept = Vec::new();
         for d in std::mem::take(&mut self.done).into_iter().rev() {
-            let (path, backup) = match &d {
-                Done::Installed { path, backup } => (path, backup.as_ref()),
-                Done::Removed { path, backup } => (path, Some(backup)),
+            let (path, backup, done_in) = match &d {
+                Done::Installed {
+                    path, backup, dir, ..
+                } => (path, backup.as_ref(), *dir),
+                Done::Removed { path, backup, dir } => (path, Some(backup), *dir),
             };
             let shown = path.as_given().to_owned();
-            let (dir, name) = match self.dirs.get(path, false) {
+            let mut leave = |errors: &mut Vec<String>, why: String| {
+                errors.push(format!("{shown}: {why}"));
+                if let Some(b) = backup {
+                    kept.push((shown.clone(), b.to_string_lossy().into_owned()));
+                }
+            };
+            let (dir, name, id) = match self.dirs.get_id(path) {
                 Ok(d) => d,
                 Err(e) => {
-                    errors.push(format!("{shown}: {e}"));
-                    if let Some(b) = backup {
-                        kept.push((shown, b.to_string_lossy().into_owned()));
-                    }
+                    leave(&mut errors, e.to_string());
                     continue;
                 }
             };
+            // Undone only in the very directory it was done in (a handle
+            // reopened by its path may name another one by now, even a
+            // link into `.git`), and never inside a git directory.
+            if id != done_in {
+                leave(
+                    &mut errors,
+                    "its directory was moved or replaced meanwhile; left as it is".to_owned(),
+                );
+                continue;
+            }
+            if self.protect_git_dir && crate::gitdir::dir_in_git_dir(self.ws, dir) {
+                leave(
+                    &mut errors,
+                    "its directory is inside a git directory now; left as it is".to_owned(),
+                );
+                continue;
+            }
             match &d {
                 Done::Installed {
-                    backup: Some(b), ..
+                    backup: Some(b),
+                    new,
+                    ..
                 } => {
                     // Exchanged back (whatever the backup is, even a
-                    // directory swapped in meanwhile), then the new file
-                    // removed; a plain rename when that is not possible.
+                    // directory swapped in meanwhile); what comes back under
+                    // the backup's name is removed only if it is the file
+                    // the patch wrote. A plain rename where the file system
+                    // cannot exchange.
                     if rustix::fs::renameat_with(dir, b, dir, &name, RenameFlags::EXCHANGE).is_ok()
                     {
-                        let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
+                        if id_at(dir, b) == Some(*new) {
+                            let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
+                        } else {
+                            errors.push(format!(
+                                "{shown}: replaced by someone else after the patch wrote it; that file is kept under the backup's name"
+                            ));
+                            kept.push((shown, b.to_string_lossy().into_owned()));
+                        }
                     } else if let Err(e) = rustix::fs::renameat(dir, b, dir, &name) {
                         errors.push(format!("{shown}: {e}"));
                         kept.push((shown, b.to_string_lossy().into_owned()));
                     }
                 }
-                Done::Installed { backup: None, .. } => {
-                    if let Err(e) = rustix::fs::unlinkat(dir, &name, AtFlags::empty()) {
+                Done::Installed {
+                    backup: None, new, ..
+                } => {
+                    if id_at(dir, &name) != Some(*new) {
+                        errors.push(format!(
+                            "{shown}: replaced by someone else after the patch created it; left as it is"
+                        ));
+                    } else if let Err(e) = rustix::fs::unlinkat(dir, &name, AtFlags::empty()) {
                         errors.push(format!("{shown}: {e}"));
                     }
                 }

@@ -629,3 +629,134 @@ fn git_dir_verdicts_do_not_outlive_the_patch() {
     assert_eq!(kind(&e), "git_dir", "{e}");
     assert_eq!(tree(t.path()), before);
 }
+
+/// A repository beside the patched files, for the `.git` tests below.
+const REPO: [(&str, &str); 4] = [
+    (".git/HEAD", "ref: refs/heads/main\n"),
+    (".git/config", "[core]\n\tbare = false\n"),
+    (".git/objects/.keep", ""),
+    (".git/refs/.keep", ""),
+];
+
+/// A directory renamed into `.git` after the commit opened and judged it
+/// (its temp file is written) and before its file is installed: the verdict
+/// is given again on that handle right before the change, so nothing lands
+/// in `.git/hooks`.
+#[test]
+fn a_directory_moved_into_git_before_its_file_is_installed_is_refused() {
+    let mut files = REPO.to_vec();
+    files.extend([
+        ("a/one.txt", "one\n"),
+        ("x/pre-commit", "#!/bin/sh\ntrue\n"),
+    ]);
+    let (t, engine) = setup(&files);
+    let root = t.path().to_path_buf();
+    let opts = before_replace(move |p| {
+        if p == std::path::Path::new("a/one.txt") {
+            std::fs::rename(root.join("x"), root.join(".git/hooks")).unwrap();
+        }
+    });
+    let patch = "*** Begin Patch\n*** Update File: a/one.txt\n-one\n+ONE\n*** Update File: x/pre-commit\n-true\n+echo planted\n*** End Patch";
+    let e = engine.apply(patch, &opts).unwrap_err();
+    assert!(matches!(e, PatchError::GitDirProtected(_)), "{e}");
+    assert_eq!(
+        content(t.path(), ".git/hooks/pre-commit"),
+        "#!/bin/sh\ntrue\n"
+    );
+    assert_eq!(content(t.path(), "a/one.txt"), "one\n");
+}
+
+/// A patch over more directories than the commit keeps open, whose first
+/// directory is replaced by a link into `.git` once its file is installed,
+/// and which then fails: the rollback reopens that directory by its path,
+/// finds another directory there, and touches nothing in it (it would have
+/// removed or exchanged `.git/config`), reporting what it left.
+#[test]
+fn a_rollback_touches_no_directory_but_the_one_it_wrote_in() {
+    for first in [
+        "*** Add File: a/config\n+mine\n",
+        "*** Update File: a/config\n-old\n+new\n",
+    ] {
+        let mut files = REPO.to_vec();
+        files.extend([("zz/last.txt", "last\n"), ("a/config", "old\n")]);
+        if first.starts_with("*** Add") {
+            files.pop();
+            files.push(("a/.keep", ""));
+        }
+        let (t, engine) = setup(&files);
+        let mut patch = format!("*** Begin Patch\n{first}");
+        for i in 0..70 {
+            patch.push_str(&format!("*** Add File: d{i:02}/f.txt\n+x\n"));
+        }
+        patch.push_str("*** Update File: zz/last.txt\n-last\n+LAST\n*** End Patch");
+        let root = t.path().to_path_buf();
+        let opts = before_replace(move |p| {
+            if p == std::path::Path::new("zz/last.txt") {
+                // Someone's file under the backup's name in `.git`, ready
+                // to be exchanged with `.git/config`.
+                if let Some(backup) = std::fs::read_dir(root.join("a"))
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .find(|n| n.to_string_lossy().starts_with(TEMP_PREFIX))
+                {
+                    std::fs::write(root.join(".git").join(backup), "[core]\n\tplanted\n").unwrap();
+                }
+                std::fs::rename(root.join("a"), root.join("a-moved")).unwrap();
+                std::os::unix::fs::symlink(".git", root.join("a")).unwrap();
+                // And zz/last.txt saved by an editor: the commit fails.
+                std::fs::write(root.join("zz/tmp"), "theirs\n").unwrap();
+                std::fs::rename(root.join("zz/tmp"), root.join("zz/last.txt")).unwrap();
+            }
+        });
+        let e = engine.apply(&patch, &opts).unwrap_err();
+        match &e {
+            PatchError::RollbackFailed { errors, .. } => {
+                assert!(
+                    errors
+                        .iter()
+                        .any(|m| m.starts_with("a/config: its directory was moved")),
+                    "{e}"
+                );
+            }
+            other => panic!("expected RollbackFailed, got {other}"),
+        }
+        assert_eq!(
+            content(t.path(), ".git/config"),
+            "[core]\n\tbare = false\n",
+            "{first}"
+        );
+        assert_eq!(content(t.path(), "zz/last.txt"), "theirs\n");
+    }
+}
+
+/// A file the patch installed and someone else then replaced (here by a
+/// directory with their work in it), rolled back because a later file
+/// conflicts: the old file comes back, and what replaced the patch's file
+/// is kept under the backup's name and reported, not removed.
+#[test]
+fn a_rollback_keeps_what_replaced_the_patched_file_and_says_where() {
+    let (t, engine) = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let root = t.path().to_path_buf();
+    let opts = before_replace(move |p| {
+        if p == std::path::Path::new("b.txt") {
+            std::fs::remove_file(root.join("a.txt")).unwrap();
+            std::fs::create_dir(root.join("a.txt")).unwrap();
+            std::fs::write(root.join("a.txt/theirs"), "their work\n").unwrap();
+            std::fs::write(root.join("b.tmp"), "b edited\n").unwrap();
+            std::fs::rename(root.join("b.tmp"), root.join("b.txt")).unwrap();
+        }
+    });
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Update File: b.txt\n-b\n+B\n*** End Patch";
+    let e = engine.apply(patch, &opts).unwrap_err();
+    let PatchError::RollbackFailed { backups, .. } = &e else {
+        panic!("expected RollbackFailed, got {e}");
+    };
+    assert_eq!(backups.len(), 1, "{e}");
+    assert_eq!(backups[0].0, "a.txt");
+    assert_eq!(content(t.path(), "a.txt"), "a\n");
+    assert_eq!(
+        content(t.path(), &format!("{}/theirs", backups[0].1)),
+        "their work\n"
+    );
+    assert_eq!(content(t.path(), "b.txt"), "b edited\n");
+}
