@@ -89,6 +89,11 @@ pub fn package(_args: &[String]) -> Result<()> {
         phase(
             "cargo package: every publishable crate packaged, then built from its .crate file (dependencies on each other from the packages)",
         );
+        // The packages' builds of each other are registry builds, which
+        // cargo never rebuilds for a changed source: a crate changed
+        // without a new version (an unreleased one) would be checked
+        // against its old build. Their artifacts go first.
+        run_cmd(cargo().args(["clean", "--profile", "dev"]).args(&names))?;
         // --allow-dirty: a developer packages the work in progress too; CI's
         // clone is clean anyway.
         run_cmd(
