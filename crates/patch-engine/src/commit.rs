@@ -1153,8 +1153,7 @@ fn baseline_at(
         baseline,
         Some(OpenedFile {
             fd: OwnedFd::from(f),
-            dev: st.st_dev,
-            ino: st.st_ino,
+            id: (st.st_dev, st.st_ino),
         }),
     ))
 }
@@ -1162,15 +1161,13 @@ fn baseline_at(
 /// A file a commit hashed before replacing or removing it, held open.
 struct OpenedFile {
     fd: OwnedFd,
-    dev: u64,
-    ino: u64,
+    id: FileId,
 }
 
 /// Whether `name` in `dir` is `file` itself (same device and inode), not
 /// something put in its place since it was opened.
 fn is_file(dir: &OwnedFd, name: &OsStr, file: &OpenedFile) -> bool {
-    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|st| st.st_dev == file.dev && st.st_ino == file.ino)
+    id_at(dir, name) == Some(file.id)
 }
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -1217,6 +1214,14 @@ fn id_at(dir: &OwnedFd, name: &OsStr) -> Option<FileId> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
         .ok()
         .map(|st| (st.st_dev, st.st_ino))
+}
+
+/// Whether `name` in `dir` is still the regular file `id` the patch wrote
+/// (an inode number freed meanwhile can come back as a directory).
+fn is_patch_file(dir: &OwnedFd, name: &OsStr, id: FileId) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+        FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && (st.st_dev, st.st_ino) == id
+    })
 }
 
 /// The parent directories of a commit's (or a planning phase's) files,
@@ -1901,9 +1906,9 @@ impl<'a> Commit<'a> {
                     // cannot exchange.
                     if rustix::fs::renameat_with(dir, b, dir, &name, RenameFlags::EXCHANGE).is_ok()
                     {
-                        if id_at(dir, b) == Some(*new) {
-                            let _ = rustix::fs::unlinkat(dir, b, AtFlags::empty());
-                        } else {
+                        let removed = is_patch_file(dir, b, *new)
+                            && rustix::fs::unlinkat(dir, b, AtFlags::empty()).is_ok();
+                        if !removed {
                             errors.push(format!(
                                 "{shown}: replaced by someone else after the patch wrote it; that file is kept under the backup's name"
                             ));
@@ -1917,7 +1922,7 @@ impl<'a> Commit<'a> {
                 Done::Installed {
                     backup: None, new, ..
                 } => {
-                    if id_at(dir, &name) != Some(*new) {
+                    if !is_patch_file(dir, &name, *new) {
                         errors.push(format!(
                             "{shown}: replaced by someone else after the patch created it; left as it is"
                         ));

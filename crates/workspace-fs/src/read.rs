@@ -573,34 +573,38 @@ impl Counter {
             let start = out.len();
             // The page's room was reserved for the file's size: only when
             // much of it is still free (a large file) is the file read
-            // straight into it.
+            // straight into it, and only when no line bound can end the page
+            // early (a range would read the whole budget and give most of it
+            // back).
             let free = out.capacity() - out.len();
-            let (got, plan) =
-                if left >= DIRECT_READ_MIN && free >= r.buffer().len() + DIRECT_READ_MIN {
-                    // What the read buffer holds, then the file straight after.
-                    let held = r.buffer().len();
-                    out.extend_from_slice(r.buffer());
-                    r.consume(held);
-                    let n = rustix::io::read(r.get_ref(), rustix::buffer::spare_capacity(out))?;
-                    let plan = whole_lines(&out[start..], left, lines - taken);
-                    // Keep the whole lines; give back what follows them.
-                    let span = plan.map_or(0, |(span, _)| span);
-                    out.truncate(start + span);
-                    // A seek from the current position drops the (empty) buffer and
-                    // moves the file itself; `seek_relative` would move within
-                    // the stale buffer.
-                    r.seek(SeekFrom::Current(-((held + n - span) as i64)))?;
-                    (held + n, plan)
-                } else {
-                    let buf = r.fill_buf()?;
-                    let plan = whole_lines(buf, left, lines - taken);
-                    if let Some((span, _)) = plan {
-                        out.extend_from_slice(&buf[..span]);
-                    }
-                    let got = buf.len();
-                    r.consume(plan.map_or(0, |(span, _)| span));
-                    (got, plan)
-                };
+            let (got, plan) = if lines == u64::MAX
+                && left >= DIRECT_READ_MIN
+                && free >= r.buffer().len() + DIRECT_READ_MIN
+            {
+                // What the read buffer holds, then the file straight after.
+                let held = r.buffer().len();
+                out.extend_from_slice(r.buffer());
+                r.consume(held);
+                let n = rustix::io::read(r.get_ref(), rustix::buffer::spare_capacity(out))?;
+                let plan = whole_lines(&out[start..], left, lines - taken);
+                // Keep the whole lines; give back what follows them.
+                let span = plan.map_or(0, |(span, _)| span);
+                out.truncate(start + span);
+                // A seek from the current position drops the (empty) buffer and
+                // moves the file itself; `seek_relative` would move within
+                // the stale buffer.
+                r.seek(SeekFrom::Current(-((held + n - span) as i64)))?;
+                (held + n, plan)
+            } else {
+                let buf = r.fill_buf()?;
+                let plan = whole_lines(buf, left, lines - taken);
+                if let Some((span, _)) = plan {
+                    out.extend_from_slice(&buf[..span]);
+                }
+                let got = buf.len();
+                r.consume(plan.map_or(0, |(span, _)| span));
+                (got, plan)
+            };
             let Some((span, n)) = plan else {
                 break;
             };
