@@ -41,6 +41,7 @@
 
 mod buffer;
 mod env;
+mod gitseal;
 mod namespace;
 mod paths;
 mod policy;
@@ -54,6 +55,7 @@ mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
 pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
+pub use gitseal::{NEVER_WRITABLE, SealReport};
 pub use namespace::{
     ENTRY_FLAG, NamespaceSupport, SandboxConfig, TierChoice, enter_if_requested,
     support as namespace_support,
@@ -62,8 +64,8 @@ pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executabl
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};
 pub use pool::{
     DEFAULT_MAX_OUTPUT_BYTES, Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime,
-    ExecRuntimeBuilder, KillOptions, KillOutcome, KillStatus, OutputPage, PoolStats, Snapshot,
-    Status, Stream, TierReport, WaitEnd, WaitOptions,
+    ExecRuntimeBuilder, GitSealStatus, KillOptions, KillOutcome, KillStatus, OutputPage, PoolStats,
+    Snapshot, Status, Stream, TierReport, WaitEnd, WaitOptions,
 };
 pub use roots::{
     SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,

@@ -86,18 +86,87 @@ impl NamespaceSupport {
     }
 }
 
-fn find_bwrap() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CODING_TOOLS_MCP_BWRAP").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
+/// A program the server runs outside any sandbox, found where no command
+/// can have put it: an absolute `PATH` entry (or the operator's variable),
+/// the file and every directory above it owned by root or this user and
+/// writable by no one else. The caller also refuses anything inside the
+/// workspace or the runtime directory ([`inside_writable`]): a `PATH` with
+/// `.venv/bin` or `node_modules/.bin` in it would otherwise let a command
+/// plant the next server's sandbox.
+pub fn trusted_program(name: &str, operator_var: Option<&str>) -> Result<PathBuf, String> {
+    if let Some(p) = operator_var
+        .and_then(std::env::var_os)
+        .filter(|p| !p.is_empty())
+    {
+        let p = PathBuf::from(p);
+        return trusted_file(&p).map(|()| p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
-        .map(|d| d.join("bwrap"))
-        .find(|p| {
+    let mut refused = Vec::new();
+    for dir in
+        std::env::split_paths(&path).chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+    {
+        if !dir.is_absolute() {
+            continue;
+        }
+        let p = dir.join(name);
+        let exists = std::fs::metadata(&p).is_ok_and(|m| {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        });
+        if !exists {
+            continue;
+        }
+        match trusted_file(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) => refused.push(e),
+        }
+    }
+    Err(if refused.is_empty() {
+        format!("{name} is not installed")
+    } else {
+        refused.join("; ")
+    })
+}
+
+/// The file, resolved, and each directory above it: owned by root or this
+/// user, not writable by group or others.
+fn trusted_file(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let real = p
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    let mut at = Some(real.as_path());
+    while let Some(x) = at {
+        let m = std::fs::metadata(x).map_err(|e| format!("{}: {e}", x.display()))?;
+        if m.uid() != 0 && m.uid() != me {
+            return Err(format!(
+                "{} is not used: {} belongs to uid {}",
+                p.display(),
+                x.display(),
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is not used: {} is writable by others",
+                p.display(),
+                x.display()
+            ));
+        }
+        at = x.parent();
+    }
+    Ok(())
+}
+
+/// `p` (resolved) lies inside one of `dirs`, where commands write.
+pub fn inside_writable(p: &Path, dirs: &[&Path]) -> bool {
+    let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    dirs.iter().any(|d| {
+        let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+        real.starts_with(d)
+    })
 }
 
 #[expect(
@@ -122,16 +191,23 @@ pub fn support() -> &'static NamespaceSupport {
     reason = "the one-time probe of bubblewrap belongs to the exec runtime"
 )]
 fn probe() -> NamespaceSupport {
-    let Some(bwrap) = find_bwrap() else {
-        return NamespaceSupport {
-            bwrap: None,
-            version: None,
-            reason: Some("bubblewrap (bwrap) is not installed".into()),
-            fix: Some(
-                "apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap (Fedora)"
-                    .into(),
-            ),
-        };
+    let bwrap = match trusted_program("bwrap", Some("CODING_TOOLS_MCP_BWRAP")) {
+        Ok(p) => p,
+        Err(why) => {
+            return NamespaceSupport {
+                bwrap: None,
+                version: None,
+                reason: Some(if why.ends_with("not installed") {
+                    "bubblewrap (bwrap) is not installed".into()
+                } else {
+                    why
+                }),
+                fix: Some(
+                    "apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap (Fedora); a bwrap owned by root or you, in directories only you or root can write"
+                        .into(),
+                ),
+            };
+        }
     };
     let version = std::process::Command::new(&bwrap)
         .arg("--version")
@@ -210,7 +286,14 @@ pub(crate) struct Plan<'a> {
     /// Read roots that the private `/tmp` and `/run` would hide.
     pub hidden_roots: &'a [PathBuf],
     pub unshare_net: bool,
-    pub seal_git: bool,
+    /// Safe mode without the overlay: the older list of read-only binds
+    /// inside `.git` (see `git_seal`).
+    pub legacy_git_seal: bool,
+    /// The seal's read-only binds and mount points (outermost first).
+    pub seal_binds: &'a [(crate::gitseal::Bind, PathBuf)],
+    /// The server's private directory of overlay layers, hidden from the
+    /// command.
+    pub hide: Option<&'a Path>,
     /// The helper, as `/proc/self/fd/<n>` of an inherited descriptor.
     pub helper_fd: RawFd,
     pub ruleset_fd: RawFd,
@@ -273,7 +356,16 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
         push(&[&"--bind", &rt, &rt]);
     }
     push(&[&"--bind", &p.workspace, &p.workspace]);
-    if p.seal_git {
+    if let Some(h) = p.hide {
+        push(&[&"--size", &"4096", &"--tmpfs", &h, &"--remount-ro", &h]);
+    }
+    for (kind, path) in p.seal_binds {
+        match kind {
+            crate::gitseal::Bind::MountPoint => push(&[&"--bind", path, path]),
+            crate::gitseal::Bind::ReadOnly => push(&[&"--ro-bind", path, path]),
+        }
+    }
+    if p.legacy_git_seal {
         for (kind, path) in git_seal(p.workspace) {
             match kind {
                 Seal::MountPoint => push(&[&"--bind", &path, &path]),

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -232,6 +232,9 @@ pub struct Snapshot {
     /// The command's shell has exited but processes it started still run
     /// (they count against the active-command limit until they end).
     pub background_running: bool,
+    /// Safe mode's git seal: what came of the command's changes to the
+    /// git directory, once its last process is gone.
+    pub git_seal: Option<crate::gitseal::SealReport>,
 }
 
 /// Why a wait ended.
@@ -362,6 +365,21 @@ pub struct TierReport {
     pub private_network: bool,
     /// `.git`'s config, hooks and info are read-only to commands.
     pub git_sealed: bool,
+}
+
+/// Safe mode's git seal as it stands ([`ExecRuntime::git_seal_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GitSealStatus {
+    /// Nothing a command writes can make the user's git run a program.
+    pub sealed: bool,
+    /// `overlay` (the git directory copy-on-write, changes carried back
+    /// validated), `read-only binds`, `none` or `off`.
+    pub design: &'static str,
+    /// What keeps the seal from being complete.
+    pub gaps: Vec<String>,
+    /// What is protected, workspace-relative.
+    pub protected: Vec<String>,
 }
 
 /// A command to start: [`ExecRequest::new`], then set the fields that
@@ -563,6 +581,11 @@ struct State {
     last_output: Option<Instant>,
     /// The supervisor still runs: something of this command is alive.
     tree_alive: bool,
+    /// What the git seal kept and refused, once carried back.
+    seal_report: Option<crate::gitseal::SealReport>,
+    /// Nothing of the command runs any more; its changes to the git
+    /// directory are being carried back (a wait lasts until that is done).
+    settling: bool,
 }
 
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
@@ -585,6 +608,12 @@ struct Cmd {
     /// mount can cover while missing (`.git/commondir`, `config.worktree`):
     /// whatever the command made there is removed when it is gone.
     git_watch: Vec<PathBuf>,
+    /// The command's copy-on-write git directory, carried back when its
+    /// last process is gone (and the lock that orders carry-backs).
+    seal: Option<(crate::gitseal::SealJob, Arc<Mutex<()>>, Option<PathBuf>)>,
+    /// Never-writable entries missing when the command started.
+    missing_protected: Vec<PathBuf>,
+    workspace_root: PathBuf,
 }
 
 impl Cmd {
@@ -660,6 +689,13 @@ struct Inner {
     closed: std::sync::atomic::AtomicBool,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
     rng: SystemRandom,
+    /// Whether the git seal's overlay can be made here (probed once).
+    seal_probe: OnceLock<Result<PathBuf, String>>,
+    /// Carry-backs into the real git directory, one at a time.
+    seal_lock: Arc<Mutex<()>>,
+    seal_count: std::sync::atomic::AtomicU64,
+    /// The trusted git that indexes packs a command wrote.
+    seal_git: OnceLock<Option<PathBuf>>,
 }
 
 /// The workspace's command pool; clones share it.
@@ -768,6 +804,10 @@ impl ExecRuntime {
                 closed: std::sync::atomic::AtomicBool::new(false),
                 commands: Mutex::new(HashMap::new()),
                 rng: SystemRandom::new(),
+                seal_probe: OnceLock::new(),
+                seal_lock: Arc::new(Mutex::new(())),
+                seal_count: std::sync::atomic::AtomicU64::new(0),
+                seal_git: OnceLock::new(),
             }),
         }
     }
@@ -862,6 +902,88 @@ impl ExecRuntime {
                 git_sealed: cfg.sandbox.seal_git,
             }
         })
+    }
+
+    /// The server's private directory of overlay layers (inside the
+    /// runtime directory, hidden from commands), once the host has been
+    /// found able to make the seal's overlay.
+    fn seal_root(&self) -> Result<&Path, &str> {
+        self.inner
+            .seal_probe
+            .get_or_init(|| {
+                let dirs = self
+                    .inner
+                    .dirs
+                    .as_ref()
+                    .map_err(|e| format!("no runtime directory: {e}"))?;
+                let root = dirs.root().join("seal");
+                if !root.is_dir() {
+                    use std::os::unix::fs::DirBuilderExt;
+                    std::fs::DirBuilder::new()
+                        .mode(0o700)
+                        .create(&root)
+                        .map_err(|e| format!("cannot make {}: {e}", root.display()))?;
+                }
+                crate::gitseal::probe_overlay(&root).map(|()| root)
+            })
+            .as_ref()
+            .map(PathBuf::as_path)
+            .map_err(String::as_str)
+    }
+
+    /// The git seal as it stands for the next command: whether it is
+    /// complete, how it is made, and every gap.
+    pub fn git_seal_status(&self) -> GitSealStatus {
+        let off = |design: &'static str, why: String| GitSealStatus {
+            sealed: false,
+            design,
+            gaps: vec![why],
+            protected: Vec::new(),
+        };
+        if !self.inner.cfg.sandbox.seal_git {
+            return off("off", "the git seal is for safe mode".into());
+        }
+        if !self.namespace_tier() {
+            return off(
+                "none",
+                format!(
+                    "commands run in the {} tier, where .git and the files git runs are writable by commands ({})",
+                    self.tier().tier,
+                    self.tier().reason.clone().unwrap_or_default()
+                ),
+            );
+        }
+        let ws = self.inner.workspace.root();
+        let plan = crate::gitseal::plan(ws);
+        let mut gaps = plan.gaps.clone();
+        let design = match (&plan.overlay, self.seal_root()) {
+            (Some(_), Ok(_)) => "overlay",
+            (Some(_), Err(why)) => {
+                gaps.push(format!(
+                    "the copy-on-write git directory cannot be made here ({why}); only config, hooks and info are bound read-only"
+                ));
+                "read-only binds"
+            }
+            (None, _) => "read-only binds",
+        };
+        let rel = |p: &Path| p.strip_prefix(ws).unwrap_or(p).display().to_string();
+        let mut protected: Vec<String> = plan
+            .overlay
+            .iter()
+            .map(|g| format!("{} (copy-on-write)", rel(g)))
+            .collect();
+        protected.extend(
+            plan.binds
+                .iter()
+                .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
+                .map(|(_, p)| rel(p)),
+        );
+        GitSealStatus {
+            sealed: gaps.is_empty(),
+            design,
+            gaps,
+            protected,
+        }
     }
 
     fn namespace_tier(&self) -> bool {
@@ -1144,13 +1266,63 @@ impl ExecRuntime {
             rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(spawn_error)?;
         let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
-        let git_watch = if ns && self.inner.cfg.sandbox.seal_git {
-            namespace::watched_when_missing(self.inner.workspace.root())
+        let ws_root = self.inner.workspace.root().to_path_buf();
+        let seal_plan =
+            (ns && self.inner.cfg.sandbox.seal_git).then(|| crate::gitseal::plan(&ws_root));
+        let (seal_job, ns_setup) = match (&seal_plan, self.seal_root()) {
+            (Some(plan), Ok(root)) if plan.overlay.is_some() => {
+                let n = self
+                    .inner
+                    .seal_count
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let git_dir = plan.overlay.clone().unwrap_or_default();
+                let job = crate::gitseal::SealJob::new(root, n, &git_dir).map_err(spawn_error)?;
+                let setup = supervisor::NsSetup::new(vec![(git_dir, job.mount_data())])
+                    .map_err(|e| spawn_error(std::io::Error::other(e)))?;
+                (Some(job), Some(setup))
+            }
+            _ => (None, None),
+        };
+        let legacy_seal = seal_plan.is_some() && seal_job.is_none();
+        let git_watch = if legacy_seal {
+            namespace::watched_when_missing(&ws_root)
         } else {
             Vec::new()
         };
+        let hide = seal_job
+            .as_ref()
+            .and_then(|j| j.scratch.parent().map(Path::to_path_buf));
+        let seal_binds = seal_plan
+            .as_ref()
+            .map(|p| p.binds.clone())
+            .unwrap_or_default();
+        let missing_protected = seal_plan
+            .as_ref()
+            .map(|p| p.missing_protected.clone())
+            .unwrap_or_default();
+        let seal_git = seal_job.is_some().then(|| {
+            self.inner
+                .seal_git
+                .get_or_init(|| {
+                    let rt = self
+                        .inner
+                        .dirs
+                        .as_ref()
+                        .ok()
+                        .map(|d| d.root().to_path_buf());
+                    namespace::trusted_program("git", None).ok().filter(|g| {
+                        let mut w: Vec<&Path> = vec![&ws_root];
+                        if let Some(r) = &rt {
+                            w.push(r);
+                        }
+                        !namespace::inside_writable(g, &w)
+                    })
+                })
+                .clone()
+        });
+        let mut seal = seal_job.map(|j| (j, self.inner.seal_lock.clone(), seal_git.flatten()));
         let (tx, _) = watch::channel(0u64);
-        let new_cmd = |pid: i32, tty: bool, readers: u8, stdin: Option<Writer>| {
+        let mut new_cmd = |pid: i32, tty: bool, readers: u8, stdin: Option<Writer>| {
             Arc::new(Cmd {
                 id: self.new_id(),
                 pid,
@@ -1166,12 +1338,17 @@ impl ExecRuntime {
                     readers_open: readers,
                     last_output: None,
                     tree_alive: true,
+                    seal_report: None,
+                    settling: false,
                 }),
                 changed: tx.clone(),
                 stdin: tokio::sync::Mutex::new(stdin),
                 wrapped: ns,
                 signalled: std::sync::atomic::AtomicU64::new(0),
                 git_watch: git_watch.clone(),
+                seal: seal.take(),
+                missing_protected: missing_protected.clone(),
+                workspace_root: ws_root.clone(),
             })
         };
         let tty = req.tty;
@@ -1210,7 +1387,9 @@ impl ExecRuntime {
                     runtime: runtime.as_deref(),
                     hidden_roots: &self.inner.hidden_roots,
                     unshare_net: gates.network == GateState::Blocked,
-                    seal_git: self.inner.cfg.sandbox.seal_git,
+                    legacy_git_seal: legacy_seal,
+                    seal_binds: &seal_binds,
+                    hide: hide.as_deref(),
                     helper_fd: helper.as_raw_fd(),
                     ruleset_fd,
                     read_access: read,
@@ -1223,7 +1402,8 @@ impl ExecRuntime {
             _ => None,
         };
         let launch = Launch::new(&req.cmd, env, cwd, sandbox, !tty, gates.landlock, wrapper)
-            .map_err(|why| spawn_error(std::io::Error::other(why)))?;
+            .map_err(|why| spawn_error(std::io::Error::other(why)))?
+            .with_namespace(ns_setup);
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.
@@ -1571,13 +1751,50 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                     at: Instant::now(),
                 });
                 if empty {
-                    // The supervisor is exiting with nothing below it.
-                    s.tree_alive = false;
+                    if cmd.seal.is_some() {
+                        // Gone, but the carry-back is still to come.
+                        s.settling = true;
+                    } else {
+                        // The supervisor is exiting with nothing below it.
+                        s.tree_alive = false;
+                    }
                 }
             }
             cmd.bump();
         }
         let sup = child.wait().await;
+        if cmd.seal.is_some() {
+            let c = cmd.clone();
+            let report = tokio::task::spawn_blocking(move || {
+                let (job, lock, git) = c.seal.as_ref()?;
+                let mut r = {
+                    let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    crate::gitseal::carry_back(job, git.as_deref())
+                };
+                job.remove();
+                r.created_protected =
+                    crate::gitseal::created_since(&c.workspace_root, &c.missing_protected);
+                for (path, why) in &r.not_kept {
+                    tracing::warn!(command = %c.id, path = %path, why, "git seal: a change to the git directory was not kept");
+                }
+                Some(r)
+            })
+            .await
+            .ok()
+            .flatten();
+            let mut s = cmd.lock();
+            s.seal_report = report;
+            s.settling = false;
+        } else if !cmd.missing_protected.is_empty() {
+            let created =
+                crate::gitseal::created_since(&cmd.workspace_root, &cmd.missing_protected);
+            if !created.is_empty() {
+                cmd.lock().seal_report = Some(crate::gitseal::SealReport {
+                    created_protected: created,
+                    ..Default::default()
+                });
+            }
+        }
         for path in &cmd.git_watch {
             let Ok(meta) = std::fs::symlink_metadata(path) else {
                 continue;
@@ -1618,20 +1835,21 @@ async fn wait_for(
     let mut cancel = std::pin::pin!(cancel);
     let started = Instant::now();
     loop {
-        let (exit_at, readers, last, alive) = {
+        let (exit_at, readers, last, alive, settling) = {
             let s = cmd.lock();
             (
                 s.exit.map(|e| e.at),
                 s.readers_open,
                 s.last_output,
                 s.tree_alive,
+                s.settling,
             )
         };
         let now = Instant::now();
         // The shell's status arrives just before its supervisor exits: wait
         // (briefly) for both, so a command with nothing left in the
         // background is never reported as having some.
-        let drain = if alive {
+        let drain = if alive && !settling {
             EXIT_DRAIN
         } else {
             EXIT_DRAIN_TREE_GONE
@@ -1817,6 +2035,7 @@ fn snapshot(cmd: &Cmd, wait_end: WaitEnd, max_output_bytes: usize) -> Snapshot {
         stderr,
         tty: cmd.tty,
         wait_end,
-        background_running: st.exit.is_some() && st.tree_alive,
+        background_running: st.exit.is_some() && st.tree_alive && !st.settling,
+        git_seal: st.seal_report.clone(),
     }
 }

@@ -27,6 +27,10 @@ const IPPROTO_MPTCP: u64 = 262;
 const S_IFMT: u64 = 0o170_000;
 const S_IFCHR: u64 = 0o020_000;
 const S_IFBLK: u64 = 0o060_000;
+const S_ISUID: u64 = 0o4000;
+const S_ISGID: u64 = 0o2000;
+/// `fchmodat2` (Linux 6.6), the same number on every architecture.
+const SYS_FCHMODAT2: i64 = 452;
 
 /// Calls refused whatever their arguments.
 fn always_refused() -> Vec<i64> {
@@ -79,6 +83,7 @@ pub const REFUSED: &[&str] = &[
     "raw and packet sockets; with the network closed, TCP/MPTCP/SCTP stream sockets and every family but UNIX, IP datagrams and netlink",
     "io_uring",
     "mknod of character and block devices",
+    "set-user-ID and set-group-ID mode bits (chmod, fchmod, fchmodat, fchmodat2, open/openat/creat/mknod with such a mode), openat2 (answered ENOSYS: its mode cannot be inspected)",
     "ptrace and process_vm_readv/writev, pidfd_getfd",
     "mount, umount, the new mount API, pivot_root",
     "keyctl, add_key, request_key",
@@ -177,9 +182,30 @@ fn build(deny_tcp: bool, local_families_only: bool) -> Result<BpfProgram, String
             cond(arg, SeccompCmpOp::MaskedEq(S_IFMT), S_IFBLK)?,
         ])
     };
+    // No set-user-ID or set-group-ID file can be made: another account
+    // running it, outside any sandbox, would get the server user's ids.
+    let set_id = |arg: u8| -> Result<Vec<SeccompRule>, String> {
+        Ok(vec![
+            cond(arg, SeccompCmpOp::MaskedEq(S_ISUID), S_ISUID)?,
+            cond(arg, SeccompCmpOp::MaskedEq(S_ISGID), S_ISGID)?,
+        ])
+    };
     #[cfg(target_arch = "x86_64")]
-    rules.insert(libc::SYS_mknod, device_modes(1)?);
-    rules.insert(libc::SYS_mknodat, device_modes(2)?);
+    {
+        let mut mknod = device_modes(1)?;
+        mknod.extend(set_id(1)?);
+        rules.insert(libc::SYS_mknod, mknod);
+        rules.insert(libc::SYS_chmod, set_id(1)?);
+        rules.insert(libc::SYS_creat, set_id(1)?);
+        rules.insert(libc::SYS_open, set_id(2)?);
+    }
+    let mut mknodat = device_modes(2)?;
+    mknodat.extend(set_id(2)?);
+    rules.insert(libc::SYS_mknodat, mknodat);
+    rules.insert(libc::SYS_fchmod, set_id(1)?);
+    rules.insert(libc::SYS_fchmodat, set_id(2)?);
+    rules.insert(SYS_FCHMODAT2, set_id(2)?);
+    rules.insert(libc::SYS_openat, set_id(3)?);
     for nr in always_refused() {
         rules.insert(nr, Vec::new());
     }
@@ -225,10 +251,33 @@ pub fn available() -> &'static Result<(), String> {
     })
 }
 
-/// Installs the filter in the calling (child) process; allocation-free, so
-/// it may run between fork and exec.
+/// `openat2` answered `ENOSYS`: its mode lives in a struct a filter cannot
+/// read, and callers fall back to `openat` on that answer (glibc never
+/// uses it for `open`).
+fn openat2_filter() -> &'static Result<BpfProgram, String> {
+    static P: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    P.get_or_init(|| {
+        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+        let filter = SeccompFilter::new(
+            BTreeMap::from([(libc::SYS_openat2, Vec::new())]),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::ENOSYS as u32),
+            arch,
+        )
+        .map_err(|e| e.to_string())?;
+        BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    })
+}
+
+/// Installs the filter (and the `openat2` one) in the calling process;
+/// allocation-free once both are built, so it may run between fork and
+/// exec.
 pub fn enforce(prog: &BpfProgram) -> std::io::Result<()> {
-    seccompiler::apply_filter(prog).map_err(|e| std::io::Error::other(e.to_string()))
+    seccompiler::apply_filter(prog).map_err(|e| std::io::Error::other(e.to_string()))?;
+    match openat2_filter() {
+        Ok(p) => seccompiler::apply_filter(p).map_err(|e| std::io::Error::other(e.to_string())),
+        Err(e) => Err(std::io::Error::other(e.clone())),
+    }
 }
 
 type Job = Box<dyn FnOnce() + Send>;

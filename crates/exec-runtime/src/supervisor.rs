@@ -51,6 +51,104 @@ pub struct Launch {
     /// sandbox; these descriptors (the ruleset, the entry program) must
     /// survive the exec.
     wrapped: Option<Vec<RawFd>>,
+    /// A user and mount namespace the supervisor enters first, with the git
+    /// seal's overlay mounted in it (bubblewrap's sandbox is made inside).
+    ns: Option<NsSetup>,
+}
+
+/// A user and mount namespace of the supervisor's own, entered before the
+/// command starts, with overlays mounted in it: bubblewrap (0.8) mounts no
+/// overlay and a sandboxed process may not, so the git directory's
+/// copy-on-write view is made one namespace up and inherited (locked) by
+/// the sandbox. Only the server's own ids are mapped, so nothing gains a
+/// privilege on the host; the namespace ends with the command's last
+/// process, and the overlay with it.
+pub struct NsSetup {
+    uid_map: CString,
+    gid_map: CString,
+    /// (mount point, options) of each overlay.
+    mounts: Vec<(CString, CString)>,
+}
+
+impl NsSetup {
+    /// Overlays at each `(mount point, overlayfs options)`.
+    pub fn new(mounts: Vec<(std::path::PathBuf, Vec<u8>)>) -> Result<Self, String> {
+        use std::os::unix::ffi::OsStrExt;
+        let nul = |_| "a mount path contains a NUL byte".to_owned();
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
+        let mut m = Vec::with_capacity(mounts.len());
+        for (target, data) in mounts {
+            m.push((
+                CString::new(target.as_os_str().as_bytes()).map_err(nul)?,
+                CString::new(data).map_err(nul)?,
+            ));
+        }
+        Ok(Self {
+            uid_map: CString::new(format!("{uid} {uid} 1\n")).map_err(nul)?,
+            gid_map: CString::new(format!("{gid} {gid} 1\n")).map_err(nul)?,
+            mounts: m,
+        })
+    }
+
+    /// Enters the namespaces and mounts; system calls only (it runs between
+    /// fork and exec). Returns the errno of the step that failed.
+    ///
+    /// # Safety
+    /// Only in a single-threaded process (a fork child): `unshare` of a user
+    /// namespace requires it.
+    #[expect(
+        unsafe_code,
+        reason = "unshare, /proc writes and mount between fork and exec"
+    )]
+    pub unsafe fn enter(&self) -> Result<(), i32> {
+        // SAFETY: system calls on strings owned by `self`.
+        unsafe {
+            let errno = || *libc::__errno_location();
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                return Err(errno());
+            }
+            let write = |path: &std::ffi::CStr, data: &[u8]| -> Result<(), i32> {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                let n = libc::write(fd, data.as_ptr().cast(), data.len());
+                let e = errno();
+                libc::close(fd);
+                if n != data.len() as isize {
+                    return Err(e.max(1));
+                }
+                Ok(())
+            };
+            write(c"/proc/self/setgroups", b"deny")?;
+            write(c"/proc/self/uid_map", self.uid_map.as_bytes())?;
+            write(c"/proc/self/gid_map", self.gid_map.as_bytes())?;
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(errno());
+            }
+            for (target, data) in &self.mounts {
+                if libc::mount(
+                    c"overlay".as_ptr(),
+                    target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    data.as_ptr().cast(),
+                ) != 0
+                {
+                    return Err(errno());
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 // SAFETY: the pointers point into `_strings`, owned by the same value and
@@ -118,7 +216,15 @@ impl Launch {
             new_session,
             drop_capabilities,
             wrapped: keep,
+            ns: None,
         })
+    }
+
+    /// The supervisor enters `ns` before it starts the command.
+    #[must_use]
+    pub fn with_namespace(mut self, ns: Option<NsSetup>) -> Self {
+        self.ns = ns;
+        self
     }
 }
 
@@ -260,6 +366,11 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
         }
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+        if let Some(ns) = &launch.ns
+            && let Err(errno) = ns.enter()
+        {
+            return Err(std::io::Error::from_raw_os_error(errno));
         }
         // Handlers the server installed mean nothing here.
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);

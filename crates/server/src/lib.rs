@@ -185,6 +185,7 @@ pub fn run_command_line() -> ExitCode {
         eprintln!("coding-tools-mcp: error: {e}");
         return ExitCode::from(2);
     }
+    announce_git_seal(&server);
     let result = runtime.block_on(run(server.clone(), oauth, issuer));
     // Commands end with the server (every process of every command), then
     // its runtime directory goes. Done here rather than left to drops: a
@@ -204,6 +205,30 @@ pub fn run_command_line() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Safe mode promises that nothing a command writes runs later through
+/// the user's git: where that promise cannot be kept in full (no namespace
+/// tier, no overlay, a workspace that is no repository), say so on stderr
+/// at start — never silently. Off the start-up path: the probes take
+/// milliseconds.
+fn announce_git_seal(server: &Arc<Server>) {
+    if server.config.permission_mode != cli::PermissionMode::Safe {
+        return;
+    }
+    let server = server.clone();
+    let _ = std::thread::Builder::new()
+        .name("ctm-seal-check".into())
+        .spawn(move || {
+            let status = server.exec.git_seal_status();
+            if !status.sealed {
+                tracing::warn!(
+                    "safe mode: the git seal is not complete ({}): {}; `--sandbox namespace` refuses to start without the namespace tier",
+                    status.design,
+                    status.gaps.join("; ")
+                );
+            }
+        });
 }
 
 /// Kills every command and removes the runtime directory; safe to call

@@ -660,6 +660,9 @@ fn render(
             landlock_support().reason.clone().unwrap_or_default()
         ));
     }
+    if let Some(w) = s.git_seal.as_ref().and_then(|r| r.warning()) {
+        warnings.push(w);
+    }
     let diagnostics = exec_diagnostics(s, cut);
     let result = CommandResult {
         command_id: id.clone(),
@@ -991,6 +994,17 @@ tool_result! {
         bwrap_version: Option<String>,
         private_network: bool,
         git_sealed: bool,
+        git_seal: GitSealReport,
+    }
+}
+
+tool_result! {
+    /// Safe mode's git seal: how it is made, what it protects, what keeps
+    /// it from being complete.
+    pub struct GitSealReport {
+        design: &'static str,
+        protected: Vec<String>,
+        gaps: Vec<String>,
     }
 }
 
@@ -1027,6 +1041,8 @@ tool_result! {
         pid_namespace: &'static str,
         network_namespace: &'static str,
         git_config_and_hooks_read_only: &'static str,
+        git_directory_copy_on_write: &'static str,
+        set_id_bits_refused: &'static str,
     }
 }
 
@@ -1149,12 +1165,13 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
     };
     let tier = server.exec.tier();
     let ns = tier.tier == "namespace";
+    let seal = server.exec.git_seal_status();
     let ns_support = ctm_exec_runtime::namespace_support();
     let by_ns = |wanted: bool| kernel(wanted, ns);
     let not_confined: Vec<&str> = if ns {
         vec![
             "UDP and ICMP datagram sockets, where the network is open",
-            "a .git/commondir a command creates (removed when the command ends; see docs/security.md)",
+            "a repository a command creates below the workspace root and registers as a submodule (see docs/security.md)",
         ]
     } else {
         vec![
@@ -1174,7 +1191,12 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
             bwrap: ns_support.bwrap.clone().map(WirePath),
             bwrap_version: ns_support.version.clone(),
             private_network: tier.private_network,
-            git_sealed: tier.git_sealed,
+            git_sealed: seal.sealed,
+            git_seal: GitSealReport {
+                design: seal.design,
+                protected: seal.protected.clone(),
+                gaps: seal.gaps.clone(),
+            },
         },
         landlock_abi: ll.abi,
         landlock_unavailable_reason: ll.reason.clone(),
@@ -1215,6 +1237,10 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
             pid_namespace: by_ns(g.landlock),
             network_namespace: by_ns(g.landlock && g.network == GateState::Blocked),
             git_config_and_hooks_read_only: by_ns(g.landlock && tier.git_sealed),
+            git_directory_copy_on_write: by_ns(
+                g.landlock && tier.git_sealed && seal.design == "overlay",
+            ),
+            set_id_bits_refused: kernel(g.landlock, seccomp_ok),
         },
         seccomp_refuses: if g.landlock && seccomp_ok {
             SECCOMP_REFUSED.to_vec()
@@ -1231,7 +1257,7 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
     let confined = g.landlock && ll.available;
     let runtime = super::server_info::runtime_report(server);
     let text = format!(
-        "Exec environment: {} mode | Landlock {} | network {} | shell expansion {} | inline scripts {}",
+        "Exec environment: {} mode | Landlock {} | network {} | shell expansion {} | inline scripts {}{}",
         server.config.permission_mode.as_str(),
         if confined {
             format!("enforced (ABI {})", ll.abi)
@@ -1242,7 +1268,21 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         },
         g.network.as_str(),
         g.shell_expansion.as_str(),
-        g.inline_script.as_str()
+        g.inline_script.as_str(),
+        if server.config.permission_mode == crate::cli::PermissionMode::Safe {
+            let seal = server.exec.git_seal_status();
+            if seal.sealed {
+                format!(" | git seal complete ({})", seal.design)
+            } else {
+                format!(
+                    " | git seal NOT complete ({}): {}",
+                    seal.design,
+                    seal.gaps.first().cloned().unwrap_or_default()
+                )
+            }
+        } else {
+            String::new()
+        }
     );
     // The reference's flat fields first; ours add detail beside them.
     let env = super::server_info::exec_environment(server);

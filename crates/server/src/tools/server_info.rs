@@ -134,6 +134,16 @@ pub fn exec_warnings(server: &Server) -> Vec<String> {
     if cfg.fake_readonly_annotations {
         w.push("tools/list shows every tool as read-only; apply_patch and exec_command still change files and run commands.".to_owned());
     }
+    if cfg.permission_mode == crate::cli::PermissionMode::Safe {
+        let seal = server.exec.git_seal_status();
+        if !seal.sealed {
+            w.push(format!(
+                "The git seal is not complete ({}): {}.",
+                seal.design,
+                seal.gaps.join("; ")
+            ));
+        }
+    }
     w
 }
 
