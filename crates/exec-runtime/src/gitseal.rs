@@ -87,6 +87,8 @@ pub(crate) struct SealPlan {
     pub gaps: Vec<String>,
     /// The never-writable entries that do not exist now.
     pub missing_protected: Vec<PathBuf>,
+    /// The workspace root has no `.git` (one of `gaps` says so).
+    pub no_repository: bool,
 }
 
 /// The repository git finds at the workspace root, if the root is one.
@@ -133,9 +135,13 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
         }
     };
     match &repo {
-        None if plan.gaps.is_empty() => plan.gaps.push(
-            "the workspace root is not a repository (no .git): a command can make it one".into(),
-        ),
+        None if plan.gaps.is_empty() => {
+            plan.no_repository = true;
+            plan.gaps.push(
+                "the workspace root is not a repository (no .git): a command can make it one"
+                    .into(),
+            );
+        }
         None => {}
         Some(r) => {
             if r.via_file {
@@ -143,6 +149,37 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
             }
             if r.git_dir.starts_with(workspace) {
                 plan.overlay = Some(r.git_dir.clone());
+            }
+        }
+    }
+    // Submodules (the index's gitlinks): the user's `git status` descends
+    // into each populated one and runs what its repository's config names.
+    // Its `.git` (a file pointing into `.git/modules`, or an embedded
+    // directory) is read-only, and one not checked out is kept empty.
+    if let Some(r) = &repo {
+        let links = read_index(&r.git_dir.join("index"))
+            .and_then(|d| gitlinks(&d))
+            .unwrap_or_default();
+        for link in links {
+            let Ok(rel) = std::str::from_utf8(&link) else {
+                continue;
+            };
+            let dir = normal(&workspace.join(rel));
+            if !dir.starts_with(workspace) || dir == workspace {
+                continue;
+            }
+            let dot_git = dir.join(".git");
+            match std::fs::symlink_metadata(&dot_git) {
+                Ok(m) if m.file_type().is_symlink() => plan.gaps.push(format!(
+                    "{rel}/.git is a symbolic link (a command could replace it)"
+                )),
+                Ok(_) => {
+                    sealed.insert(dot_git);
+                }
+                Err(_) if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {
+                    sealed.insert(dir);
+                }
+                Err(_) => {}
             }
         }
     }
@@ -500,6 +537,96 @@ fn open_up(dir: &Path, depth: usize) {
     }
 }
 
+/// The index file's bytes (at most 1 GiB), if it is a regular file.
+fn read_index(path: &Path) -> Option<Vec<u8>> {
+    let (mut f, len) = open_regular(path).ok()?;
+    if len > 1 << 30 {
+        return None;
+    }
+    let mut v = Vec::with_capacity(len as usize);
+    f.read_to_end(&mut v).ok()?;
+    Some(v)
+}
+
+/// The paths of an index's gitlink entries (mode 160000: submodules), for
+/// index versions 2, 3 and 4; `None` when it cannot be read as one.
+pub(crate) fn gitlinks(data: &[u8]) -> Option<BTreeSet<Vec<u8>>> {
+    let be32 = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?))
+    };
+    if data.get(..4)? != b"DIRC" {
+        return None;
+    }
+    let version = be32(4)?;
+    let count = be32(8)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let mut at = 12usize;
+    let mut out = BTreeSet::new();
+    let mut prev: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = be32(start + 24)?;
+        let flags = u16::from_be_bytes(data.get(start + 60..start + 62)?.try_into().ok()?);
+        at = start + 62;
+        if version >= 3 && flags & 0x4000 != 0 {
+            at += 2;
+        }
+        let path = if version == 4 {
+            // A varint of bytes to drop from the previous path, then the rest.
+            let mut strip: usize = 0;
+            loop {
+                let b = *data.get(at)?;
+                at += 1;
+                strip = (strip << 7) | usize::from(b & 0x7f);
+                if b & 0x80 == 0 {
+                    break;
+                }
+                strip += 1;
+            }
+            let end = at + data.get(at..)?.iter().position(|&b| b == 0)?;
+            let keep = prev.len().checked_sub(strip)?;
+            let mut p = prev[..keep].to_vec();
+            p.extend_from_slice(&data[at..end]);
+            at = end + 1;
+            p
+        } else {
+            let end = at + data.get(at..)?.iter().position(|&b| b == 0)?;
+            let p = data[at..end].to_vec();
+            // Entries are padded with NULs to a multiple of 8 bytes.
+            let len = end - start;
+            at = start + (len + 8) / 8 * 8;
+            p
+        };
+        if mode & 0o170_000 == 0o160_000 {
+            out.insert(path.clone());
+        }
+        prev = path;
+    }
+    Some(out)
+}
+
+/// Repositories directly below the workspace root (and the root itself):
+/// IDEs run git in each one they find.
+pub(crate) fn shallow_repos(workspace: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    if std::fs::symlink_metadata(workspace.join(".git")).is_ok() {
+        out.insert(workspace.join(".git"));
+    }
+    if let Ok(rd) = std::fs::read_dir(workspace) {
+        for e in rd.flatten().take(10_000) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let g = e.path().join(".git");
+                if std::fs::symlink_metadata(&g).is_ok() {
+                    out.insert(g);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// What came of one command's changes to the git directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SealReport {
@@ -509,6 +636,9 @@ pub struct SealReport {
     pub not_kept: Vec<(String, &'static str)>,
     /// Never-writable entries the command created (workspace-relative).
     pub created_protected: Vec<String>,
+    /// Repositories the command created at or directly below the
+    /// workspace root (their config is the command's).
+    pub created_repositories: Vec<String>,
 }
 
 impl SealReport {
@@ -536,6 +666,12 @@ impl SealReport {
                 self.created_protected.join(", ")
             ));
         }
+        if !self.created_repositories.is_empty() {
+            parts.push(format!(
+                "the command created the git repository {}: its config and hooks are the command's, and git run there (by you or an IDE) runs what they name; review or remove it",
+                self.created_repositories.join(", ")
+            ));
+        }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
@@ -543,6 +679,9 @@ impl SealReport {
 /// How a changed path of the upper layer is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// git's caches and markers (`.idx` made anew from its pack, `.rev`,
+    /// bitmaps, the commit-graph): not carried, not worth a word.
+    Cache,
     LooseObject,
     Pack,
     PackedRefs,
@@ -561,6 +700,15 @@ fn classify(rel: &str) -> Result<Kind, &'static str> {
         ["objects", d, f] if is_hex(d, 2) && (is_hex(f, 38) || is_hex(f, 62)) => {
             Ok(Kind::LooseObject)
         }
+        ["objects", "pack", f] if !f.ends_with(".pack") => Ok(Kind::Cache),
+        [
+            "objects",
+            "info",
+            "commit-graph" | "packs" | "multi-pack-index",
+        ]
+        | ["objects", "info", "commit-graphs", _]
+        | ["info", "refs"]
+        | ["gc.pid" | "gc.log" | "fsmonitor--daemon.ipc"] => Ok(Kind::Cache),
         ["objects", "pack", f] => {
             if f.ends_with(".pack")
                 && f.strip_prefix("pack-")
@@ -685,14 +833,14 @@ fn valid_content(kind: Kind, data: &[u8]) -> Result<(), &'static str> {
                 Err("not an index")
             }
         }
-        Kind::LooseObject | Kind::Pack => Ok(()),
+        Kind::LooseObject | Kind::Pack | Kind::Cache => Ok(()),
     }
 }
 
 /// Largest file of each kind that is carried back.
 fn size_limit(kind: Kind) -> u64 {
     match kind {
-        Kind::LooseObject | Kind::Pack => u64::MAX,
+        Kind::LooseObject | Kind::Pack | Kind::Cache => u64::MAX,
         Kind::Index => 1 << 30,
         Kind::PackedRefs | Kind::Log => 256 << 20,
         Kind::Ref | Kind::Head | Kind::Ids => 4096,
@@ -761,7 +909,7 @@ fn xattr_is_y(path: &Path, name: &str) -> bool {
 /// them, the index and `HEAD` last.
 fn rank(kind: Kind) -> u8 {
     match kind {
-        Kind::LooseObject | Kind::Pack => 0,
+        Kind::Cache | Kind::LooseObject | Kind::Pack => 0,
         Kind::PackedRefs => 1,
         Kind::Ref => 2,
         Kind::Log => 3,
@@ -794,17 +942,22 @@ pub(crate) fn carry_back(job: &SealJob, git: Option<&Path>) -> SealReport {
             report.not_kept.push((rel, "not a regular file"));
             continue;
         }
+        if matches!(change, Change::Removed)
+            && std::fs::symlink_metadata(job.git_dir.join(&rel)).is_ok_and(|m| m.is_dir())
+        {
+            // A directory git emptied and removed (a ref namespace, an
+            // objects fan-out directory after gc): an emptied ref directory
+            // goes too; nothing else of the real repository is removed.
+            if rel.starts_with("refs/") || rel.starts_with("logs/") {
+                let _ = std::fs::remove_dir(job.git_dir.join(&rel));
+            }
+            continue;
+        }
         // Directories themselves are not changes; their files are.
         match classify(&rel) {
+            Ok(Kind::Cache) => {}
             Ok(kind) => todo.push((rank(kind), rel, kind, change)),
-            Err(why) => {
-                // Removed directories show as one whiteout: fine to ignore
-                // when nothing of git's needs them (an emptied refs dir).
-                if matches!(change, Change::Removed) && is_removable_dir(&job.git_dir, &rel) {
-                    continue;
-                }
-                report.not_kept.push((rel, why));
-            }
+            Err(why) => report.not_kept.push((rel, why)),
         }
     }
     todo.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
@@ -823,22 +976,10 @@ pub(crate) fn carry_back(job: &SealJob, git: Option<&Path>) -> SealReport {
     report
 }
 
-/// A whiteout of a directory inside refs/ or logs/ (git removes emptied
-/// ref directories): removed when empty.
-fn is_removable_dir(git_dir: &Path, rel: &str) -> bool {
-    let p = git_dir.join(rel);
-    let under = rel.starts_with("refs/") || rel.starts_with("logs/");
-    if under && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_dir(&p);
-        return true;
-    }
-    false
-}
-
 fn remove(git_dir: &Path, rel: &str, kind: Kind) -> Result<bool, &'static str> {
     match kind {
         // Objects are never removed (a later gc does it); HEAD must exist.
-        Kind::LooseObject | Kind::Pack => Ok(false),
+        Kind::LooseObject | Kind::Pack | Kind::Cache => Ok(false),
         Kind::Head => Err("HEAD cannot be removed"),
         _ => {
             let p = git_dir.join(rel);
@@ -902,6 +1043,7 @@ fn install(
     let dest = git_dir.join(rel);
     safe_parent(git_dir, &dest)?;
     match kind {
+        Kind::Cache => Ok(false),
         Kind::LooseObject => install_object(&dest, rel, src),
         Kind::Pack => install_pack(git_dir, &dest, src, git),
         _ => {
@@ -915,6 +1057,17 @@ fn install(
                 .read_to_end(&mut data)
                 .map_err(|_| "unreadable")?;
             valid_content(kind, &data)?;
+            if kind == Kind::Index {
+                let new = gitlinks(&data).ok_or("not an index git can read")?;
+                let old = read_index(&dest)
+                    .and_then(|d| gitlinks(&d))
+                    .unwrap_or_default();
+                if !new.is_subset(&old) {
+                    // A gitlink makes the user's git descend into a
+                    // repository the command built.
+                    return Err("it registers a new submodule: add submodules yourself");
+                }
+            }
             if std::fs::symlink_metadata(&dest).is_ok_and(|m| !m.is_file()) {
                 return Err("not a regular file in the repository");
             }
@@ -1246,13 +1399,11 @@ mod tests {
             "sequencer/todo",
             "commondir",
             "objects/info/alternates",
-            "objects/pack/pack-0123456789abcdef0123456789abcdef01234567.idx",
             "refs/heads/x.lock",
             "refs/heads/.hidden",
             "refs/heads/a..b",
             "description",
             "shallow",
-            "fsmonitor--daemon.ipc",
         ] {
             assert!(classify(no).is_err(), "{no}");
         }
@@ -1330,5 +1481,52 @@ mod tests {
         let plan = plan(t.path());
         assert!(plan.overlay.is_none());
         assert!(plan.gaps.iter().any(|g| g.contains("not a repository")));
+    }
+
+    #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test makes real indexes with git and reads them back"
+    )]
+    fn gitlinks_are_read_from_real_indexes_of_every_version() {
+        for version in ["2", "3", "4"] {
+            let t = tempfile::tempdir().unwrap();
+            let ws = t.path();
+            let git = |args: &[&str]| {
+                let ok = std::process::Command::new("git")
+                    .args(args)
+                    .current_dir(ws)
+                    .env("GIT_CONFIG_NOSYSTEM", "1")
+                    .env("HOME", ws)
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok, "git {args:?}");
+            };
+            git(&["init", "-q"]);
+            std::fs::create_dir_all(ws.join("deep/dir")).unwrap();
+            std::fs::write(ws.join("deep/dir/file-with-a-long-name.txt"), "x").unwrap();
+            std::fs::write(ws.join("a"), "x").unwrap();
+            git(&["add", "."]);
+            let id = "0123456789abcdef0123456789abcdef01234567";
+            git(&[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{id},deep/sub"),
+            ]);
+            git(&[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{id},z"),
+            ]);
+            git(&["update-index", "--index-version", version]);
+            let data = std::fs::read(ws.join(".git/index")).unwrap();
+            let links = gitlinks(&data).unwrap();
+            let want: BTreeSet<Vec<u8>> = [b"deep/sub".to_vec(), b"z".to_vec()].into();
+            assert_eq!(links, want, "index version {version}");
+        }
+        assert!(gitlinks(b"DIRC\0\0\0\x02\0\0\0\x05").is_none());
     }
 }

@@ -57,8 +57,8 @@ pub use buffer::{RetainedStream, Slice};
 pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
 pub use gitseal::{NEVER_WRITABLE, SealReport};
 pub use namespace::{
-    ENTRY_FLAG, NamespaceSupport, SandboxConfig, TierChoice, enter_if_requested,
-    support as namespace_support,
+    ENTRY_FLAG, NamespaceSupport, SandboxConfig, TierChoice, distrust_for_programs,
+    enter_if_requested, support as namespace_support,
 };
 pub use paths::{PathAccess, PathArg, Reach, path_arguments, privileged_executable};
 pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify};

@@ -94,11 +94,20 @@ impl NamespaceSupport {
 /// `.venv/bin` or `node_modules/.bin` in it would otherwise let a command
 /// plant the next server's sandbox.
 pub fn trusted_program(name: &str, operator_var: Option<&str>) -> Result<PathBuf, String> {
+    let untrusted = UNTRUSTED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let refs: Vec<&Path> = untrusted.iter().map(PathBuf::as_path).collect();
+    let inside = |p: &Path| inside_writable(p, &refs);
     if let Some(p) = operator_var
         .and_then(std::env::var_os)
         .filter(|p| !p.is_empty())
     {
         let p = PathBuf::from(p);
+        if inside(&p) {
+            return Err(format!(
+                "{} is not used: it lies where commands write",
+                p.display()
+            ));
+        }
         return trusted_file(&p).map(|()| p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
@@ -117,6 +126,13 @@ pub fn trusted_program(name: &str, operator_var: Option<&str>) -> Result<PathBuf
         if !exists {
             continue;
         }
+        if inside(&p) {
+            refused.push(format!(
+                "{} is not used: it lies where commands write",
+                p.display()
+            ));
+            continue;
+        }
         match trusted_file(&p) {
             Ok(()) => return Ok(p),
             Err(e) => refused.push(e),
@@ -127,6 +143,22 @@ pub fn trusted_program(name: &str, operator_var: Option<&str>) -> Result<PathBuf
     } else {
         refused.join("; ")
     })
+}
+
+/// Directories commands write (the workspace, the runtime directory): no
+/// program the server runs outside the sandbox is taken from them.
+static UNTRUSTED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds `dirs` to the places [`trusted_program`] never takes a program
+/// from; call it before the first [`support`] (the probe runs `bwrap`).
+pub fn distrust_for_programs(dirs: &[&Path]) {
+    let mut u = UNTRUSTED.lock().unwrap_or_else(|p| p.into_inner());
+    for d in dirs {
+        let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());
+        if !u.contains(&d) {
+            u.push(d);
+        }
+    }
 }
 
 /// The file, resolved, and each directory above it: owned by root or this

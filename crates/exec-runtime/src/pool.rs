@@ -378,6 +378,10 @@ pub struct GitSealStatus {
     pub design: &'static str,
     /// What keeps the seal from being complete.
     pub gaps: Vec<String>,
+    /// The seal is incomplete for a reason the operator should hear of (a
+    /// missing tier or overlay, a path it cannot cover) — not merely
+    /// because the workspace root is no repository.
+    pub degraded: bool,
     /// What is protected, workspace-relative.
     pub protected: Vec<String>,
 }
@@ -613,6 +617,9 @@ struct Cmd {
     seal: Option<(crate::gitseal::SealJob, Arc<Mutex<()>>, Option<PathBuf>)>,
     /// Never-writable entries missing when the command started.
     missing_protected: Vec<PathBuf>,
+    /// Safe mode: the repositories at and directly below the workspace
+    /// root when the command started.
+    repos_before: Option<std::collections::BTreeSet<PathBuf>>,
     workspace_root: PathBuf,
 }
 
@@ -770,6 +777,13 @@ impl ExecRuntime {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
         let toolchains = discover(&inherited_env, &cfg.allow_roots);
+        {
+            let mut distrust: Vec<&Path> = vec![workspace.root()];
+            if let Ok(d) = &dirs {
+                distrust.push(d.root());
+            }
+            namespace::distrust_for_programs(&distrust);
+        }
         let helper = cfg.sandbox.helper.as_deref().and_then(|p| {
             rustix::fs::open(
                 p,
@@ -894,6 +908,20 @@ impl ExecRuntime {
             if !ns.available() {
                 return report(landlock, ns.reason.clone(), ns.fix.clone());
             }
+            // Found before this runtime said where commands write: check again.
+            if let Some(b) = &ns.bwrap {
+                let mut w: Vec<&Path> = vec![self.inner.workspace.root()];
+                if let Ok(d) = &self.inner.dirs {
+                    w.push(d.root());
+                }
+                if namespace::inside_writable(b, &w) {
+                    return report(
+                        landlock,
+                        Some(format!("{} lies where commands write: not used", b.display())),
+                        Some("install bubblewrap where only root can write (apt-get install bubblewrap)".into()),
+                    );
+                }
+            }
             TierReport {
                 tier: "namespace",
                 reason: None,
@@ -939,6 +967,7 @@ impl ExecRuntime {
             design,
             gaps: vec![why],
             protected: Vec::new(),
+            degraded: design != "off",
         };
         if !self.inner.cfg.sandbox.seal_git {
             return off("off", "the git seal is for safe mode".into());
@@ -978,11 +1007,15 @@ impl ExecRuntime {
                 .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
                 .map(|(_, p)| rel(p)),
         );
+        // A workspace that is no repository has nothing to seal yet: said
+        // in `gaps`, not warned about.
+        let degraded = gaps.len() > usize::from(plan.no_repository);
         GitSealStatus {
             sealed: gaps.is_empty(),
             design,
             gaps,
             protected,
+            degraded,
         }
     }
 
@@ -1296,10 +1329,19 @@ impl ExecRuntime {
             .as_ref()
             .map(|p| p.binds.clone())
             .unwrap_or_default();
-        let missing_protected = seal_plan
-            .as_ref()
-            .map(|p| p.missing_protected.clone())
-            .unwrap_or_default();
+        // Safe mode, either tier: what a command creates where IDEs, agents
+        // and git look without asking is named in its result.
+        let watching = self.inner.cfg.sandbox.seal_git;
+        let missing_protected = match &seal_plan {
+            Some(p) => p.missing_protected.clone(),
+            None if watching => crate::gitseal::NEVER_WRITABLE
+                .iter()
+                .map(|n| ws_root.join(n))
+                .filter(|p| std::fs::symlink_metadata(p).is_err())
+                .collect(),
+            None => Vec::new(),
+        };
+        let repos_before = watching.then(|| crate::gitseal::shallow_repos(&ws_root));
         let seal_git = seal_job.is_some().then(|| {
             self.inner
                 .seal_git
@@ -1348,6 +1390,7 @@ impl ExecRuntime {
                 git_watch: git_watch.clone(),
                 seal: seal.take(),
                 missing_protected: missing_protected.clone(),
+                repos_before: repos_before.clone(),
                 workspace_root: ws_root.clone(),
             })
         };
@@ -1751,7 +1794,7 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                     at: Instant::now(),
                 });
                 if empty {
-                    if cmd.seal.is_some() {
+                    if cmd.seal.is_some() || cmd.repos_before.is_some() {
                         // Gone, but the carry-back is still to come.
                         s.settling = true;
                     } else {
@@ -1763,21 +1806,33 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             cmd.bump();
         }
         let sup = child.wait().await;
-        if cmd.seal.is_some() {
+        if cmd.seal.is_some() || cmd.repos_before.is_some() {
             let c = cmd.clone();
             let report = tokio::task::spawn_blocking(move || {
-                let (job, lock, git) = c.seal.as_ref()?;
-                let mut r = {
-                    let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
-                    crate::gitseal::carry_back(job, git.as_deref())
+                let mut r = match c.seal.as_ref() {
+                    Some((job, lock, git)) => {
+                        let r = {
+                            let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
+                            crate::gitseal::carry_back(job, git.as_deref())
+                        };
+                        job.remove();
+                        r
+                    }
+                    None => crate::gitseal::SealReport::default(),
                 };
-                job.remove();
                 r.created_protected =
                     crate::gitseal::created_since(&c.workspace_root, &c.missing_protected);
+                if let Some(before) = &c.repos_before {
+                    r.created_repositories = crate::gitseal::shallow_repos(&c.workspace_root)
+                        .difference(before)
+                        .filter_map(|p| p.strip_prefix(&c.workspace_root).ok())
+                        .map(|p| p.display().to_string())
+                        .collect();
+                }
                 for (path, why) in &r.not_kept {
                     tracing::warn!(command = %c.id, path = %path, why, "git seal: a change to the git directory was not kept");
                 }
-                Some(r)
+                (r != crate::gitseal::SealReport::default()).then_some(r)
             })
             .await
             .ok()
@@ -1785,15 +1840,6 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             let mut s = cmd.lock();
             s.seal_report = report;
             s.settling = false;
-        } else if !cmd.missing_protected.is_empty() {
-            let created =
-                crate::gitseal::created_since(&cmd.workspace_root, &cmd.missing_protected);
-            if !created.is_empty() {
-                cmd.lock().seal_report = Some(crate::gitseal::SealReport {
-                    created_protected: created,
-                    ..Default::default()
-                });
-            }
         }
         for path in &cmd.git_watch {
             let Ok(meta) = std::fs::symlink_metadata(path) else {

@@ -76,6 +76,9 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     init_logging();
+    // No program the server runs outside the sandbox (bwrap, git) comes
+    // from where commands write; said before the first probe runs one.
+    ctm_exec_runtime::distrust_for_programs(&[config.workspace.as_path()]);
     if config.sandbox_tier == ctm_exec_runtime::TierChoice::Namespace
         && config.permission_mode != cli::PermissionMode::Dangerous
     {
@@ -221,7 +224,7 @@ fn announce_git_seal(server: &Arc<Server>) {
         .name("ctm-seal-check".into())
         .spawn(move || {
             let status = server.exec.git_seal_status();
-            if !status.sealed {
+            if status.degraded {
                 tracing::warn!(
                     "safe mode: the git seal is not complete ({}): {}; `--sandbox namespace` refuses to start without the namespace tier",
                     status.design,

@@ -195,6 +195,26 @@ fn render(report: &PatchReport) -> ToolSuccess {
         text.push_str("\nNot exact (the file's own text was kept for context lines): ");
         text.push_str(&fuzzy.join("; "));
     }
+    let mut warnings = fuzzy;
+    // The audited path may change what commands of safe mode may not; the
+    // change is made (the call shows it whole) and flagged for the host.
+    let flagged: Vec<&str> = report
+        .files
+        .iter()
+        .flat_map(|f| std::iter::once(f.path.as_str()).chain(f.destination.as_deref()))
+        .filter(|p| loaded_without_asking(p))
+        .collect();
+    if !flagged.is_empty() {
+        let w = format!(
+            "{} {} loaded or run by IDEs and agents without asking (commands may not write {} in safe mode): show this change to the user",
+            flagged.join(", "),
+            if flagged.len() == 1 { "is" } else { "are" },
+            if flagged.len() == 1 { "it" } else { "them" }
+        );
+        text.push('\n');
+        text.push_str(&w);
+        warnings.push(w);
+    }
     let result = ApplyPatchResult {
         dry_run: report.dry_run,
         applied: report.applied,
@@ -211,9 +231,20 @@ fn render(report: &PatchReport) -> ToolSuccess {
             .iter()
             .map(|f| PatchFile::of(f, report.dry_run))
             .collect(),
-        warnings: fuzzy,
+        warnings,
     };
     ToolSuccess::new(text, &result)
+}
+
+/// A workspace path inside one of the never-writable entries of safe mode
+/// (`.vscode/tasks.json`, `.mcp.json`, `.husky/pre-commit`, ...).
+fn loaded_without_asking(path: &str) -> bool {
+    let first = path
+        .trim_start_matches("./")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    ctm_exec_runtime::NEVER_WRITABLE.contains(&first)
 }
 
 /// A refused or failed patch: the error, with the fix in `details.retry_hint`

@@ -136,7 +136,7 @@ pub fn exec_warnings(server: &Server) -> Vec<String> {
     }
     if cfg.permission_mode == crate::cli::PermissionMode::Safe {
         let seal = server.exec.git_seal_status();
-        if !seal.sealed {
+        if seal.degraded {
             w.push(format!(
                 "The git seal is not complete ({}): {}.",
                 seal.design,

@@ -4,6 +4,7 @@ mod docs;
 mod exec;
 mod files;
 mod git;
+mod gitseal;
 mod harness;
 mod http;
 mod issuer;

@@ -101,7 +101,7 @@ fn enforced(s: &mut StdioServer, name: &str) -> bool {
     state == "enforced"
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     rustix_free_euid() == 0
 }
 
