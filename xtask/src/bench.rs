@@ -580,6 +580,7 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     }
     drop(landlock);
     drop(other);
+    exec_in_repository(binary, runs, peer)?;
     let pid = client.peer.child.id();
     let rss = |field: &str| status_kib(pid, field);
     let idle = rss("VmRSS:")?;
@@ -593,6 +594,108 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         idle as f64 / 1024.0,
         (peak.saturating_sub(idle)) as f64 / 1024.0
     );
+    Ok(())
+}
+
+/// Commands in a repository of 2,000 committed files, where safe mode's
+/// git seal gives each command a copy-on-write `.git` (an overlay, and the
+/// carry-back of what changed): `true`, `git status` (which rewrites the
+/// index) and a one-file commit, against the same git commands run bare.
+fn exec_in_repository(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
+    let ws = tempfile::tempdir()?;
+    let git = |args: &[&str]| -> Result<()> {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+            .args(args)
+            .current_dir(ws.path())
+            .stdout(Stdio::null())
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "git {args:?}");
+        Ok(())
+    };
+    git(&["init", "-q"])?;
+    for d in 0..20 {
+        let dir = ws.path().join(format!("d{d}"));
+        std::fs::create_dir_all(&dir)?;
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f}.txt")), format!("{d} {f}\n"))?;
+        }
+    }
+    git(&["add", "."])?;
+    git(&["commit", "-qm", "base"])?;
+    let mut client = Client::start(binary, ws.path())?;
+    let mut other = peer.map(|p| Client::start_peer(p, ws.path())).transpose()?;
+    let sealed = client.call("check_exec_environment", json!({}))?.1["sandbox"]["namespace"]
+        ["git_seal"]["design"]
+        .as_str()
+        .unwrap_or("?")
+        .to_owned();
+    let commit = |n: usize| json!({"cmd": format!("echo {n} >> d0/f0.txt && git -c user.name=b -c user.email=b@b commit -qam c{n}")});
+    let bare_commit = |n: usize| -> Result<Duration> {
+        std::fs::write(ws.path().join("d0/f1.txt"), format!("{n}\n"))?;
+        Ok(timed_command(
+            Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=b",
+                    "-c",
+                    "user.email=b@b",
+                    "commit",
+                    "-qam",
+                ])
+                .arg(format!("b{n}"))
+                .current_dir(ws.path()),
+        )?
+        .0)
+    };
+    for (label, args) in [
+        ("`true`", json!({"cmd": "true"})),
+        (
+            "`git status --porcelain`",
+            json!({"cmd": "git status --porcelain"}),
+        ),
+    ] {
+        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        client.call("exec_command", args.clone())?;
+        for _ in 0..runs * 2 {
+            a.push(client.call("exec_command", args.clone())?.0);
+            if let Some(o) = other.as_mut() {
+                b.push(o.call("exec_command", args.clone())?.0);
+            }
+            r.push(
+                timed_command(
+                    Command::new("git")
+                        .args(["status", "--porcelain"])
+                        .current_dir(ws.path()),
+                )?
+                .0,
+            );
+        }
+        let name = format!("exec_command {label} in a 2,000-file repository (git seal: {sealed})");
+        row(
+            &name,
+            median(&mut a),
+            "bare git status --porcelain",
+            median(&mut r),
+        );
+        if !b.is_empty() {
+            peer_row(&name, median(&mut a), median(&mut b));
+        }
+    }
+    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..runs * 2 {
+        a.push(client.call("exec_command", commit(n))?.0);
+        if let Some(o) = other.as_mut() {
+            b.push(o.call("exec_command", commit(n + 10_000))?.0);
+        }
+        r.push(bare_commit(n)?);
+    }
+    let name = format!("exec_command one-file `git commit -a` (git seal: {sealed})");
+    row(&name, median(&mut a), "bare git commit -a", median(&mut r));
+    if !b.is_empty() {
+        peer_row(&name, median(&mut a), median(&mut b));
+    }
     Ok(())
 }
 

@@ -255,6 +255,10 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
         } else {
             kind
         };
+        // Below a read-only path everything is read-only already.
+        if p.ancestors().skip(1).any(|a| ro.contains(a)) {
+            continue;
+        }
         plan.binds.push((kind, p));
     }
     plan
@@ -510,7 +514,9 @@ impl SealJob {
         d.extend(esc(&self.upper()));
         d.extend(b",workdir=");
         d.extend(esc(&self.scratch.join("w")));
-        d.extend(b",userxattr");
+        // `volatile`: no fsync of the upper layer (copy-up syncs each file
+        // otherwise); it is scratch, carried back and removed.
+        d.extend(b",userxattr,volatile");
         d
     }
 
@@ -639,6 +645,9 @@ pub struct SealReport {
     /// Repositories the command created at or directly below the
     /// workspace root (their config is the command's).
     pub created_repositories: Vec<String>,
+    /// The paths the seal kept read-only, listed when the command's output
+    /// says a write met a read-only file system.
+    pub read_only: Vec<String>,
 }
 
 impl SealReport {
@@ -664,6 +673,12 @@ impl SealReport {
             parts.push(format!(
                 "the command created {}, which IDEs and agents load or run without asking: review it before opening the project",
                 self.created_protected.join(", ")
+            ));
+        }
+        if !self.read_only.is_empty() {
+            parts.push(format!(
+                "\"Read-only file system\": safe mode keeps {} read-only for commands (git, hook managers or IDEs run or load them later, outside the sandbox; the host outside the workspace is read-only too): change them yourself, through apply_patch, or in --permission-mode trusted",
+                self.read_only.join(", ")
             ));
         }
         if !self.created_repositories.is_empty() {
@@ -1106,7 +1121,9 @@ fn write_locked(dest: &Path, data: &[u8]) -> Result<(), &'static str> {
     let Some(mut f) = file else {
         return Err("locked by another git process");
     };
-    let written = f.write_all(data).and_then(|()| f.sync_data());
+    // No fsync: git does not sync refs or the index either (its
+    // `core.fsync` default covers packs only).
+    let written = f.write_all(data);
     drop(f);
     if written.is_err() || std::fs::rename(&lock, dest).is_err() {
         let _ = std::fs::remove_file(&lock);
@@ -1115,8 +1132,9 @@ fn write_locked(dest: &Path, data: &[u8]) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Writes `data` as a new file `dest` (never over an existing one).
-fn write_new(dest: &Path, read: &mut dyn Read) -> Result<bool, &'static str> {
+/// Writes `data` as a new file `dest` (never over an existing one),
+/// synced when `sync` (packs, as git syncs them; loose objects it does not).
+fn write_new(dest: &Path, read: &mut dyn Read, sync: bool) -> Result<bool, &'static str> {
     let dir = dest.parent().ok_or("no directory")?;
     let tmp = dir.join(format!(
         ".ctm-seal-{}-{}",
@@ -1132,7 +1150,7 @@ fn write_new(dest: &Path, read: &mut dyn Read) -> Result<bool, &'static str> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(|_| "could not be written")?;
-    let ok = std::io::copy(read, &mut f).is_ok() && f.sync_data().is_ok();
+    let ok = std::io::copy(read, &mut f).is_ok() && (!sync || f.sync_data().is_ok());
     drop(f);
     if !ok {
         let _ = std::fs::remove_file(&tmp);
@@ -1195,7 +1213,7 @@ fn install_object(dest: &Path, rel: &str, src: &Path) -> Result<bool, &'static s
         return Err("its content does not hash to its name");
     }
     let (mut f, _) = open_regular(src)?;
-    write_new(dest, &mut f)
+    write_new(dest, &mut f, false)
 }
 
 /// A pack is kept with an index made anew by `git index-pack` from its
@@ -1215,7 +1233,7 @@ fn install_pack(
     let work = tempfile_dir(pack_dir)?;
     let copy = work.join("p.pack");
     let (mut f, _) = open_regular(src)?;
-    let copied = write_new(&copy, &mut f);
+    let copied = write_new(&copy, &mut f, false);
     let result = copied.and_then(|_| index_pack(git, git_dir, &work, &copy, pack_dir));
     let _ = std::fs::remove_dir_all(&work);
     result
@@ -1280,9 +1298,9 @@ fn index_pack(
     }
     // The pack first, its index last: git reads a pack once its index is there.
     let (mut p, _) = open_regular(pack)?;
-    write_new(&pack_dest, &mut p)?;
+    write_new(&pack_dest, &mut p, true)?;
     let (mut i, _) = open_regular(&idx_src)?;
-    write_new(&idx_dest, &mut i)
+    write_new(&idx_dest, &mut i, true)
 }
 
 /// Whether this host lets the supervisor make the seal's namespace and

@@ -617,6 +617,8 @@ struct Cmd {
     seal: Option<(crate::gitseal::SealJob, Arc<Mutex<()>>, Option<PathBuf>)>,
     /// Never-writable entries missing when the command started.
     missing_protected: Vec<PathBuf>,
+    /// What the seal bound read-only for this command (workspace-relative).
+    sealed_read_only: Vec<String>,
     /// Safe mode: the repositories at and directly below the workspace
     /// root when the command started.
     repos_before: Option<std::collections::BTreeSet<PathBuf>>,
@@ -624,6 +626,20 @@ struct Cmd {
 }
 
 impl Cmd {
+    /// The command's output says a write met a read-only file system.
+    fn said_read_only(&self) -> bool {
+        const NEEDLE: &[u8] = b"Read-only file system";
+        let s = self.lock();
+        [&s.stderr, &s.stdout].iter().any(|b| {
+            let head = b.read(0, b.head_len() as usize).bytes;
+            let tail_at = b.tail_start().max(b.head_len());
+            let tail = b.read(tail_at, (b.total() - tail_at) as usize).bytes;
+            [head, tail]
+                .iter()
+                .any(|x| memchr::memmem::find(x, NEEDLE).is_some())
+        })
+    }
+
     fn note_signal(&self, sig: rustix::process::Signal) {
         if let Ok(n) = u32::try_from(sig.as_raw())
             && n < 64
@@ -1342,6 +1358,12 @@ impl ExecRuntime {
             None => Vec::new(),
         };
         let repos_before = watching.then(|| crate::gitseal::shallow_repos(&ws_root));
+        let sealed_read_only: Vec<String> = seal_binds
+            .iter()
+            .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
+            .filter_map(|(_, p)| p.strip_prefix(&ws_root).ok())
+            .map(|p| p.display().to_string())
+            .collect();
         let seal_git = seal_job.is_some().then(|| {
             self.inner
                 .seal_git
@@ -1390,6 +1412,7 @@ impl ExecRuntime {
                 git_watch: git_watch.clone(),
                 seal: seal.take(),
                 missing_protected: missing_protected.clone(),
+                sealed_read_only: sealed_read_only.clone(),
                 repos_before: repos_before.clone(),
                 workspace_root: ws_root.clone(),
             })
@@ -1793,14 +1816,16 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                     signal,
                     at: Instant::now(),
                 });
-                if empty {
-                    if cmd.seal.is_some() || cmd.repos_before.is_some() {
-                        // Gone, but the carry-back is still to come.
-                        s.settling = true;
-                    } else {
-                        // The supervisor is exiting with nothing below it.
-                        s.tree_alive = false;
-                    }
+                let checks = cmd.seal.is_some() || cmd.repos_before.is_some();
+                if empty && !checks {
+                    // The supervisor is exiting with nothing below it.
+                    s.tree_alive = false;
+                } else if checks && (empty || cmd.wrapped) {
+                    // Gone (below bubblewrap nothing outlives the shell: its
+                    // init ends the rest, which may take a moment under
+                    // load), but the carry-back is still to come: the
+                    // answer waits for it.
+                    s.settling = true;
                 }
             }
             cmd.bump();
@@ -1822,6 +1847,9 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                 };
                 r.created_protected =
                     crate::gitseal::created_since(&c.workspace_root, &c.missing_protected);
+                if !c.sealed_read_only.is_empty() && c.said_read_only() {
+                    r.read_only = c.sealed_read_only.clone();
+                }
                 if let Some(before) = &c.repos_before {
                     r.created_repositories = crate::gitseal::shallow_repos(&c.workspace_root)
                         .difference(before)

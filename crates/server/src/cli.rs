@@ -139,6 +139,12 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_SANDBOX", value_enum, default_value_t = SandboxTier::Auto, ignore_case = true)]
     pub sandbox: SandboxTier,
 
+    /// Safe mode: refuse to start (exit 2) unless the git seal is complete
+    /// for this workspace (the namespace tier, the copy-on-write .git, every
+    /// path git's config names covered)
+    #[arg(long, env = "CODING_TOOLS_MCP_REQUIRE_GIT_SEAL", value_parser = truthy_parser())]
+    pub require_git_seal: bool,
+
     /// Command policy: safe refuses network, shell expansion and inline scripts;
     /// trusted allows local development; dangerous disables the gates
     #[arg(long, env = "CODING_TOOLS_MCP_PERMISSION_MODE", value_enum)]
@@ -310,6 +316,8 @@ pub struct Config {
     pub shell_env_inherit: ShellEnvInherit,
     pub env_policy: ctm_exec_runtime::EnvPolicy,
     pub sandbox_tier: ctm_exec_runtime::TierChoice,
+    /// Refuse to start without a complete git seal.
+    pub require_git_seal: bool,
     /// A bearer token this process generated (printed once at start).
     pub generated_token: bool,
     pub permission_mode: PermissionMode,
@@ -559,6 +567,7 @@ impl Cli {
                 SandboxTier::Namespace => ctm_exec_runtime::TierChoice::Namespace,
                 SandboxTier::Landlock => ctm_exec_runtime::TierChoice::Landlock,
             },
+            require_git_seal: self.require_git_seal,
             permission_mode: mode,
             allow_network: self.allow_network,
             view_image: self.enable_view_image,

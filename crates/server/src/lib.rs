@@ -188,6 +188,25 @@ pub fn run_command_line() -> ExitCode {
         eprintln!("coding-tools-mcp: error: {e}");
         return ExitCode::from(2);
     }
+    if server.config.require_git_seal {
+        if server.config.permission_mode != cli::PermissionMode::Safe {
+            eprintln!(
+                "coding-tools-mcp: error: --require-git-seal: the git seal is safe mode's; this server runs in {} mode",
+                server.config.permission_mode.as_str()
+            );
+            return ExitCode::from(2);
+        }
+        let seal = server.exec.git_seal_status();
+        if !seal.sealed {
+            eprintln!(
+                "coding-tools-mcp: error: --require-git-seal: the git seal is not complete ({}): {}",
+                seal.design,
+                seal.gaps.join("; ")
+            );
+            finish(&server);
+            return ExitCode::from(2);
+        }
+    }
     announce_git_seal(&server);
     let result = runtime.block_on(run(server.clone(), oauth, issuer));
     // Commands end with the server (every process of every command), then

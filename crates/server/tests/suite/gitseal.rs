@@ -431,6 +431,11 @@ fn hooks_husky_runs_and_the_parents_of_a_hooks_directory_stay_put() {
         );
         let v = run(&mut s, "sh plant.sh");
         assert!(refused(&v, "husky") && refused(&v, "move"), "{v}");
+        // The refusal explains itself: what is protected, and why.
+        assert!(
+            warnings(&v).contains("safe mode keeps .husky read-only for commands"),
+            "{v}"
+        );
         assert!(
             v["stderr"]
                 .as_str()
@@ -581,6 +586,17 @@ fn no_command_makes_a_set_id_file_in_either_tier() {
                  os.chmod('copy', 0o755)\n\
                  print('plain chmod ok')\n",
             );
+            if tier.is_empty() {
+                // The workspace is mounted nosuid in the namespace tier too.
+                let v = run(&mut s, "cat /proc/self/mountinfo");
+                let ws = c.ws.display().to_string();
+                let line = stdout(&v)
+                    .lines()
+                    .find(|l| l.split(' ').nth(4) == Some(ws.as_str()))
+                    .map(str::to_owned)
+                    .unwrap_or_default();
+                assert!(line.contains("nosuid"), "{line:?}: {v}");
+            }
             let v = run(
                 &mut s,
                 "cp /bin/sh copy && python3 setid.py; chmod u+s copy; echo chmod=$?",
@@ -696,4 +712,35 @@ fn apply_patch_writes_what_commands_may_not_and_flags_it() {
         .unwrap_or_default();
     assert!(text.contains("show this change to the user"), "{text}");
     assert!(c.ws.join(".vscode/tasks.json").is_file());
+}
+
+#[test]
+fn require_git_seal_refuses_to_start_without_it() {
+    let c = Case::new(false);
+    let out = |args: &[&str]| {
+        command(&c.ws, args)
+            .arg("--stdio")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = out(&["--require-git-seal", "--sandbox", "landlock"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the git seal is not complete"),
+        "{o:?}"
+    );
+    let o = out(&["--require-git-seal", "--permission-mode", "trusted"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // Where the seal holds, the server starts and serves.
+    let mut probe = StdioServer::start(&c.ws, &[]);
+    let r = probe.request(&call(1, "check_exec_environment", json!({})));
+    drop(probe);
+    if sc(&r)["sandbox"]["namespace"]["git_sealed"] == true {
+        let mut s = StdioServer::start(&c.ws, &["--require-git-seal"]);
+        let r = s.request(&call(2, "server_info", json!({})));
+        assert_eq!(sc(&r)["ok"], true, "{r}");
+    } else {
+        eprintln!("NOTE: no complete git seal on this host; only the refusals were checked");
+    }
 }
