@@ -44,7 +44,7 @@ use std::path::{Component, Path, PathBuf};
 /// asking; commands of safe mode never write them. Each that exists is
 /// bound read-only (a directory whole); each that is missing is watched: a
 /// command that creates one is named in its result.
-pub const NEVER_WRITABLE: [&str; 8] = [
+pub const NEVER_WRITABLE: [&str; 14] = [
     ".vscode",
     ".idea",
     ".mcp.json",
@@ -53,6 +53,14 @@ pub const NEVER_WRITABLE: [&str; 8] = [
     ".codex",
     ".gemini",
     ".husky",
+    // What hook managers' hooks read from the working tree (pre-commit,
+    // lefthook, husky 4).
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook-local.yml",
+    ".huskyrc",
+    ".huskyrc.json",
 ];
 
 /// How one path is kept from the command.
@@ -158,7 +166,7 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
     // directory) is read-only, and one not checked out is kept empty.
     if let Some(r) = &repo {
         let links = read_index(&r.git_dir.join("index"))
-            .and_then(|d| gitlinks(&d))
+            .and_then(|d| index_gitlinks(&d).ok())
             .unwrap_or_default();
         for link in links {
             let Ok(rel) = std::str::from_utf8(&link) else {
@@ -181,6 +189,31 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
                 }
                 Err(_) => {}
             }
+        }
+    }
+    // Hooks git runs from the real hooks directory: the seal cannot know
+    // which workspace files they run or read (a hook that runs
+    // `./scripts/lint.sh`). The hook managers' own files are sealed
+    // (NEVER_WRITABLE); anything else such a hook reads is a gap, said.
+    if let Some(r) = &repo {
+        let active: Vec<String> = std::fs::read_dir(r.git_dir.join("hooks"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                use std::os::unix::fs::PermissionsExt;
+                let n = e.file_name();
+                !n.to_string_lossy().ends_with(".sample")
+                    && e.metadata()
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !active.is_empty() {
+            plan.gaps.push(format!(
+                "hooks in .git/hooks ({}) run with the user's rights and may run or read workspace files commands can change; the seal covers the hook managers' own files (.pre-commit-config.yaml, lefthook.yml, .husky) only",
+                active.join(", ")
+            ));
         }
     }
     let (named, missing) = named_by_config(workspace, repo.as_ref());
@@ -351,7 +384,21 @@ fn named_by_config(workspace: &Path, repo: Option<&Repo>) -> (Vec<PathBuf>, Vec<
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut named = Vec::new();
     let mut missing = Vec::new();
-    let mut queue: Vec<(PathBuf, usize)> = config_files(repo).into_iter().map(|p| (p, 0)).collect();
+    let files = config_files(repo);
+    // A config file git reads that lies in the workspace itself (a
+    // workspace that is $HOME, a dotfiles repository): sealed like an
+    // included one. The repository's own config is in the overlay.
+    for f in &files {
+        let f = normal(f);
+        if f.starts_with(workspace) {
+            if std::fs::symlink_metadata(&f).is_ok() {
+                named.push(f);
+            } else {
+                missing.push(f);
+            }
+        }
+    }
+    let mut queue: Vec<(PathBuf, usize)> = files.into_iter().map(|p| (p, 0)).collect();
     let mut read: BTreeSet<PathBuf> = BTreeSet::new();
     let expand = |v: &str, base: &Path| -> PathBuf {
         let p = if let Some(rest) = v.strip_prefix("~/") {
@@ -554,63 +601,51 @@ fn read_index(path: &Path) -> Option<Vec<u8>> {
     Some(v)
 }
 
-/// The paths of an index's gitlink entries (mode 160000: submodules), for
-/// index versions 2, 3 and 4; `None` when it cannot be read as one.
-pub(crate) fn gitlinks(data: &[u8]) -> Option<BTreeSet<Vec<u8>>> {
-    let be32 = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?))
+/// The paths of an index's gitlink entries (mode 160000: submodules),
+/// read with gix-index as git reads it; refused when git could not use it
+/// as it stands (a split index whose shared part is not carried) or when
+/// an entry's path is one git refuses to check out (`.git` in any case or
+/// spelling HFS+ or NTFS fold to it, `.`, `..`, empty components): `git
+/// restore .` of such an entry would write into `.git`.
+pub(crate) fn index_gitlinks(data: &[u8]) -> Result<BTreeSet<Vec<u8>>, &'static str> {
+    let (state, _) = gix_index::State::from_bytes(
+        data,
+        filetime::FileTime::zero(),
+        gix_index::hash::Kind::Sha1,
+        gix_index::decode::Options {
+            alloc_limit_bytes: Some(1 << 30),
+            ..Default::default()
+        },
+    )
+    .map_err(|_| "not an index git can read")?;
+    if state.link().is_some() {
+        return Err(
+            "a split index, whose shared part is not carried: run `git update-index --no-split-index` (or set core.splitIndex=false) and stage again",
+        );
+    }
+    let opts = gix_index::validate::path::component::Options {
+        protect_windows: false,
+        protect_hfs: true,
+        protect_ntfs: true,
     };
-    if data.get(..4)? != b"DIRC" {
-        return None;
-    }
-    let version = be32(4)?;
-    let count = be32(8)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let mut at = 12usize;
     let mut out = BTreeSet::new();
-    let mut prev: Vec<u8> = Vec::new();
-    for _ in 0..count {
-        let start = at;
-        let mode = be32(start + 24)?;
-        let flags = u16::from_be_bytes(data.get(start + 60..start + 62)?.try_into().ok()?);
-        at = start + 62;
-        if version >= 3 && flags & 0x4000 != 0 {
-            at += 2;
-        }
-        let path = if version == 4 {
-            // A varint of bytes to drop from the previous path, then the rest.
-            let mut strip: usize = 0;
-            loop {
-                let b = *data.get(at)?;
-                at += 1;
-                strip = (strip << 7) | usize::from(b & 0x7f);
-                if b & 0x80 == 0 {
-                    break;
-                }
-                strip += 1;
+    for e in state.entries() {
+        let path = e.path(&state);
+        let symlink = e.mode == gix_index::entry::Mode::SYMLINK;
+        for comp in path.split(|&b| b == b'/') {
+            if comp.is_empty() || comp == b"." || comp == b".." {
+                return Err("an entry's path is not one git checks out");
             }
-            let end = at + data.get(at..)?.iter().position(|&b| b == 0)?;
-            let keep = prev.len().checked_sub(strip)?;
-            let mut p = prev[..keep].to_vec();
-            p.extend_from_slice(&data[at..end]);
-            at = end + 1;
-            p
-        } else {
-            let end = at + data.get(at..)?.iter().position(|&b| b == 0)?;
-            let p = data[at..end].to_vec();
-            // Entries are padded with NULs to a multiple of 8 bytes.
-            let len = end - start;
-            at = start + (len + 8) / 8 * 8;
-            p
-        };
-        if mode & 0o170_000 == 0o160_000 {
-            out.insert(path.clone());
+            let mode = symlink.then_some(gix_index::validate::path::component::Mode::Symlink);
+            if gix_index::validate::path::component(comp.into(), mode, opts).is_err() {
+                return Err("an entry's path is not one git checks out (it names .git)");
+            }
         }
-        prev = path;
+        if e.mode == gix_index::entry::Mode::COMMIT {
+            out.insert(path.to_vec());
+        }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Repositories directly below the workspace root (and the root itself):
@@ -739,6 +774,7 @@ fn classify(rel: &str) -> Result<Kind, &'static str> {
         }
         ["objects", ..] => Err("object store metadata (alternates, commit-graph)"),
         ["packed-refs"] => Ok(Kind::PackedRefs),
+        ["refs", "replace", ..] => Err("replace refs: they change what history git shows"),
         ["refs", ..] if valid_ref_name(rel) => Ok(Kind::Ref),
         ["logs", "HEAD"] => Ok(Kind::Log),
         ["logs", "refs", ..] if valid_ref_name(&rel["logs/".len()..]) => Ok(Kind::Log),
@@ -940,6 +976,12 @@ fn rank(kind: Kind) -> u8 {
 /// layer any more. `git` is the trusted git binary for indexing packs.
 pub(crate) fn carry_back(job: &SealJob, git: Option<&Path>) -> SealReport {
     let mut report = SealReport::default();
+    let links = read_index(&job.git_dir.join("index"))
+        .and_then(|d| index_gitlinks(&d).ok())
+        .unwrap_or_default();
+    // Set when an object the command wrote is refused for what it would
+    // make git do: nothing that could point at it is carried then.
+    let mut blocked: Option<&'static str> = None;
     let upper = job.upper();
     let mut todo: Vec<(u8, String, Kind, Change)> = Vec::new();
     for (rel, change) in changes(&upper) {
@@ -977,15 +1019,31 @@ pub(crate) fn carry_back(job: &SealJob, git: Option<&Path>) -> SealReport {
     }
     todo.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     for (_, rel, kind, change) in todo {
+        if let Some(why) = blocked
+            && !matches!(
+                kind,
+                Kind::LooseObject | Kind::Pack | Kind::Cache | Kind::Log | Kind::Text
+            )
+        {
+            report.not_kept.push((rel, why));
+            continue;
+        }
         let r = match change {
             Change::Removed => remove(&job.git_dir, &rel, kind),
-            Change::File(src) => install(&job.git_dir, &rel, kind, &src, git),
+            Change::File(src) => install(&job.git_dir, &rel, kind, &src, git, &links),
             Change::Opaque | Change::Special => continue,
         };
         match r {
             Ok(true) => report.kept += 1,
             Ok(false) => {}
-            Err(why) => report.not_kept.push((rel, why)),
+            Err(why) => {
+                if kind == Kind::LooseObject
+                    && (why == "a tree that adds a submodule" || why.contains("names .git"))
+                {
+                    blocked = Some("the command's commits hold a tree that was refused");
+                }
+                report.not_kept.push((rel, why));
+            }
         }
     }
     report
@@ -1054,12 +1112,13 @@ fn install(
     kind: Kind,
     src: &Path,
     git: Option<&Path>,
+    links: &BTreeSet<Vec<u8>>,
 ) -> Result<bool, &'static str> {
     let dest = git_dir.join(rel);
     safe_parent(git_dir, &dest)?;
     match kind {
         Kind::Cache => Ok(false),
-        Kind::LooseObject => install_object(&dest, rel, src),
+        Kind::LooseObject => install_object(&dest, rel, src, links),
         Kind::Pack => install_pack(git_dir, &dest, src, git),
         _ => {
             let (mut f, len) = open_regular(src)?;
@@ -1073,9 +1132,9 @@ fn install(
                 .map_err(|_| "unreadable")?;
             valid_content(kind, &data)?;
             if kind == Kind::Index {
-                let new = gitlinks(&data).ok_or("not an index git can read")?;
+                let new = index_gitlinks(&data)?;
                 let old = read_index(&dest)
-                    .and_then(|d| gitlinks(&d))
+                    .and_then(|d| index_gitlinks(&d).ok())
                     .unwrap_or_default();
                 if !new.is_subset(&old) {
                     // A gitlink makes the user's git descend into a
@@ -1179,7 +1238,12 @@ fn write_new(dest: &Path, read: &mut dyn Read, sync: bool) -> Result<bool, &'sta
 /// A loose object is kept only when its content hashes to its name (so a
 /// command cannot plant content under the id of a blob the user commits
 /// later) and no object of that name is there yet.
-fn install_object(dest: &Path, rel: &str, src: &Path) -> Result<bool, &'static str> {
+fn install_object(
+    dest: &Path,
+    rel: &str,
+    src: &Path,
+    links: &BTreeSet<Vec<u8>>,
+) -> Result<bool, &'static str> {
     if std::fs::symlink_metadata(dest).is_ok() {
         return Ok(false);
     }
@@ -1196,12 +1260,27 @@ fn install_object(dest: &Path, rel: &str, src: &Path) -> Result<bool, &'static s
     let mut ctx = ring::digest::Context::new(algo);
     let mut z = flate2::read::ZlibDecoder::new(f);
     let mut buf = vec![0u8; 64 * 1024];
+    // A tree is kept whole (up to 64 MiB) to read its entries.
+    let mut tree: Option<Vec<u8>> = None;
+    let mut first = true;
     loop {
         let n = z.read(&mut buf).map_err(|_| "not a valid object")?;
         if n == 0 {
             break;
         }
         ctx.update(&buf[..n]);
+        if first {
+            first = false;
+            if buf[..n].starts_with(b"tree ") {
+                tree = Some(Vec::new());
+            }
+        }
+        if let Some(t) = tree.as_mut() {
+            if t.len() + n > 64 << 20 {
+                return Err("a tree too large to check");
+            }
+            t.extend_from_slice(&buf[..n]);
+        }
     }
     let hex: String = ctx
         .finish()
@@ -1212,8 +1291,50 @@ fn install_object(dest: &Path, rel: &str, src: &Path) -> Result<bool, &'static s
     if hex != name {
         return Err("its content does not hash to its name");
     }
+    if let Some(t) = tree {
+        check_tree(&t, name.len() / 2, links)?;
+    }
     let (mut f, _) = open_regular(src)?;
     write_new(dest, &mut f, false)
+}
+
+/// A tree's entries: none names `.git` (git's own path rules), and a
+/// gitlink (a submodule) only under a name a submodule of the real index
+/// has — otherwise a commit of the command's would, once the user checks it
+/// out or resets to it, make git descend into a repository the command built.
+fn check_tree(obj: &[u8], id_len: usize, links: &BTreeSet<Vec<u8>>) -> Result<(), &'static str> {
+    const BAD: &str = "a tree git would not check out";
+    let body_at = obj.iter().position(|&b| b == 0).ok_or(BAD)? + 1;
+    let mut rest = &obj[body_at..];
+    let opts = gix_index::validate::path::component::Options {
+        protect_windows: false,
+        protect_hfs: true,
+        protect_ntfs: true,
+    };
+    while !rest.is_empty() {
+        let sp = rest.iter().position(|&b| b == b' ').ok_or(BAD)?;
+        let mode = &rest[..sp];
+        let nul = rest.iter().position(|&b| b == 0).ok_or(BAD)?;
+        let name = rest.get(sp + 1..nul).ok_or(BAD)?;
+        rest = rest.get(nul + 1 + id_len..).ok_or(BAD)?;
+        let symlink = mode == b"120000";
+        let m = symlink.then_some(gix_index::validate::path::component::Mode::Symlink);
+        if name.is_empty()
+            || name == b"."
+            || name == b".."
+            || gix_index::validate::path::component(name.into(), m, opts).is_err()
+        {
+            return Err("a tree with an entry that names .git");
+        }
+        if mode == b"160000"
+            && !links
+                .iter()
+                .any(|l| l.rsplit(|&b| b == b'/').next() == Some(name))
+        {
+            return Err("a tree that adds a submodule");
+        }
+    }
+    Ok(())
 }
 
 /// A pack is kept with an index made anew by `git index-pack` from its
@@ -1273,7 +1394,9 @@ fn index_pack(
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CEILING_DIRECTORIES", work)
-        .arg("index-pack");
+        .arg("index-pack")
+        // fsck's checks of every object: a tree naming `.git` is refused.
+        .arg("--strict");
     if sha256 {
         cmd.arg("--object-format=sha256");
     }
@@ -1541,10 +1664,10 @@ mod tests {
             ]);
             git(&["update-index", "--index-version", version]);
             let data = std::fs::read(ws.join(".git/index")).unwrap();
-            let links = gitlinks(&data).unwrap();
+            let links = index_gitlinks(&data).unwrap();
             let want: BTreeSet<Vec<u8>> = [b"deep/sub".to_vec(), b"z".to_vec()].into();
             assert_eq!(links, want, "index version {version}");
         }
-        assert!(gitlinks(b"DIRC\0\0\0\x02\0\0\0\x05").is_none());
+        assert!(index_gitlinks(b"DIRC\0\0\0\x02\0\0\0\x05").is_err());
     }
 }

@@ -744,3 +744,225 @@ fn require_git_seal_refuses_to_start_without_it() {
         eprintln!("NOTE: no complete git seal on this host; only the refusals were checked");
     }
 }
+
+/// Writes `.git/index` (version 2) from `entries` (name, mode, id, extended
+/// flag, dev): a command's own index, made by hand.
+const MAKE_INDEX: &str = r#"import hashlib, struct, subprocess, sys
+def sh(*a, cwd=None, inp=None):
+    return subprocess.run(a, cwd=cwd, input=inp, capture_output=True, check=True).stdout.decode().strip()
+def index(entries):
+    out = b"DIRC" + struct.pack(">II", 2, len(entries))
+    for name, mode, oid, ext, dev in entries:
+        n = name.encode()
+        flags = len(n) | (0x4000 if ext else 0)
+        e = struct.pack(">10I", 0, 0, 0, 0, dev, 0, mode, 0, 0, 0) + bytes.fromhex(oid) + struct.pack(">H", flags)
+        base = 62
+        if ext:
+            e += b"\0\0"
+            base = 64
+        size = (base + len(n) + 8) & ~7
+        out += e + n + b"\0" * (size - base - len(n))
+    open(".git/index", "wb").write(out + hashlib.sha1(out).digest())
+"#;
+
+#[test]
+fn crafted_indexes_never_reach_the_repository() {
+    as_each_user(|c| {
+        let Some(mut s) = c.server(&[], &[]) else {
+            return;
+        };
+        let m = c.marker().display().to_string();
+        c.write("mkidx.py", MAKE_INDEX);
+        // An extended-flags bit in a version 2 index hides a gitlink from a
+        // parser that ignores it; the submodule's config runs a program.
+        c.write(
+            "sub.sh",
+            &format!(
+                "mkdir -p a/sub && cd a/sub && git init -q && echo y > y && git add y && git -c user.name=a -c user.email=a@a commit -qm s && git config core.fsmonitor 'touch {m}; false'\n"
+            ),
+        );
+        c.write(
+            "hide.py",
+            "from mkidx import *\n\
+             sub = sh('git', 'rev-parse', 'HEAD', cwd='a/sub')\n\
+             open('a/a', 'w').write('hi\\n')\n\
+             blob = sh('git', 'hash-object', '-w', 'a/a')\n\
+             a = sh('git', 'rev-parse', ':a.txt')\n\
+             index([('a.txt', 0o100644, a, False, 0), ('a/a', 0o100644, blob, True, 0), ('a/sub', 0o160000, sub, False, 0o100644)])\n\
+             print('written')\n",
+        );
+        let v = run(&mut s, "sh sub.sh && python3 hide.py");
+        assert!(stdout(&v).contains("written"), "{v}");
+        assert!(warnings(&v).contains(".git/index"), "as {}: {v}", c.who());
+        c.user_runs_nothing(&["status", "--short"]);
+        // An entry whose path is inside .git: `git restore .` would write it.
+        c.write(
+            "hook.py",
+            &format!(
+                "from mkidx import *\n\
+                 b = sh('git', 'hash-object', '-w', '--stdin', inp=b'#!/bin/sh\\ntouch {m}\\n')\n\
+                 a = sh('git', 'rev-parse', ':a.txt')\n\
+                 index([('.git/hooks/post-checkout', 0o100755, b, False, 0), ('a.txt', 0o100644, a, False, 0)])\n\
+                 print('written')\n"
+            ),
+        );
+        let v = run(&mut s, "python3 hook.py");
+        assert!(stdout(&v).contains("written"), "{v}");
+        assert!(warnings(&v).contains("names .git"), "{v}");
+        drop(s);
+        let _ = c.git(&c.ws, &["restore", "."]);
+        assert!(!c.ws.join(".git/hooks/post-checkout").exists());
+        c.user_runs_nothing(&["checkout", "-q", "-b", "after"]);
+    });
+}
+
+#[test]
+fn a_commit_that_adds_a_submodule_or_replaces_history_does_not_land() {
+    as_each_user(|c| {
+        let head = c.git_ok(&c.ws, &["rev-parse", "HEAD"]);
+        let Some(mut s) = c.server(&[], &[]) else {
+            return;
+        };
+        let m = c.marker().display().to_string();
+        c.write(
+            "link.sh",
+            &format!(
+                "set -e\nmkdir -p a/sub && cd a/sub && git init -q && echo y > y && git add y && git -c user.name=a -c user.email=a@a commit -qm s && git config core.fsmonitor 'touch {m}; false'\n\
+                 cd ../..\n\
+                 git update-index --add --cacheinfo 160000,$(git -C a/sub rev-parse HEAD),a/sub\n\
+                 git -c user.name=a -c user.email=a@a commit -qm link\n\
+                 echo done\n"
+            ),
+        );
+        let v = run(&mut s, "sh link.sh");
+        assert!(stdout(&v).contains("done"), "{v}");
+        let w = warnings(&v);
+        assert!(
+            w.contains("a tree that adds a submodule"),
+            "as {}: {v}",
+            c.who()
+        );
+        assert_eq!(
+            c.git_ok(&c.ws, &["rev-parse", "HEAD"]),
+            head,
+            "the commit landed"
+        );
+        // The user's usual recovery moves: nothing planted runs.
+        c.git_ok(&c.ws, &["reset", "-q"]);
+        c.user_runs_nothing(&["status", "--short"]);
+        // A replace ref would change what the user's git shows for a commit.
+        c.write(
+            "replace.sh",
+            "set -e\nrm -rf a\necho other > other.txt && git add other.txt && git -c user.name=a -c user.email=a@a commit -qm other\n\
+             git replace HEAD~1 HEAD\necho done\n",
+        );
+        let v = run(&mut s, "sh replace.sh");
+        assert!(stdout(&v).contains("done"), "{v}");
+        assert!(warnings(&v).contains("replace refs"), "{v}");
+        drop(s);
+        assert!(c.git_ok(&c.ws, &["replace", "-l"]).trim().is_empty());
+    });
+}
+
+#[test]
+fn hook_managers_files_and_config_in_a_home_workspace_are_sealed() {
+    as_each_user(|c| {
+        let m = c.marker().display().to_string();
+        c.write(".pre-commit-config.yaml", "repos: []\n");
+        c.write(".gitconfig", "[user]\n\tname = t\n");
+        // An active hook makes the seal say what it cannot cover.
+        c.write(
+            ".git/hooks/pre-commit",
+            "#!/bin/sh\nexec ./scripts/lint.sh\n",
+        );
+        std::fs::set_permissions(
+            c.ws.join(".git/hooks/pre-commit"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let home = c.ws.display().to_string();
+        let Some(mut s) = c.server(&[], &[("HOME", &home)]) else {
+            return;
+        };
+        let env = s.request(&call(2, "check_exec_environment", json!({})));
+        let seal = &sc(&env)["sandbox"]["namespace"];
+        assert_eq!(seal["git_sealed"], false, "{seal}");
+        assert!(
+            seal["git_seal"]["gaps"]
+                .to_string()
+                .contains("hooks in .git/hooks (pre-commit)"),
+            "{seal}"
+        );
+        let protected = seal["git_seal"]["protected"].to_string();
+        assert!(
+            protected.contains(".gitconfig") && protected.contains(".pre-commit-config.yaml"),
+            "{seal}"
+        );
+        c.write(
+            "plant.sh",
+            &format!(
+                "printf 'repos: [{{repo: local, hooks: [{{id: x, name: x, entry: touch {m}, language: system}}]}}]\\n' > .pre-commit-config.yaml; echo precommit=$?\n\
+                 printf '[core]\\n\\tfsmonitor = \"touch {m}\"\\n' >> .gitconfig; echo global=$?\n"
+            ),
+        );
+        let v = run(&mut s, "sh plant.sh");
+        assert!(
+            refused(&v, "precommit") && refused(&v, "global"),
+            "as {}: {v}",
+            c.who()
+        );
+        drop(s);
+        let o = c
+            .as_user("git")
+            .args(["status", "--short"])
+            .current_dir(&c.ws)
+            .env("HOME", &c.ws)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert!(!c.marker().exists(), "the user's git ran a planted program");
+    });
+}
+
+#[test]
+fn what_is_not_kept_is_said_even_when_git_leaves_maintenance_running() {
+    as_each_user(|c| {
+        let Some(mut s) = c.server(&[], &[]) else {
+            return;
+        };
+        // git commit starts auto-maintenance in the background (git 2.47
+        // detaches it); below bubblewrap it ends with the shell.
+        let v = run(
+            &mut s,
+            "git config a.b 1; git -c user.name=a -c user.email=a@a commit -q --allow-empty -m e; echo done",
+        );
+        assert!(stdout(&v).contains("done"), "{v}");
+        assert_eq!(v["background_running"], false, "{v}");
+        assert!(
+            warnings(&v).contains(".git/config (repository config)"),
+            "as {}: {v}",
+            c.who()
+        );
+        drop(s);
+        assert_eq!(c.git_ok(&c.ws, &["log", "-1", "--format=%s"]).trim(), "e");
+    });
+}
+
+#[test]
+fn a_split_index_is_not_carried_back_half() {
+    as_each_user(|c| {
+        c.git_ok(&c.ws, &["config", "core.splitIndex", "true"]);
+        c.git_ok(&c.ws, &["update-index", "--split-index"]);
+        let Some(mut s) = c.server(&[], &[]) else {
+            return;
+        };
+        let v = run(&mut s, "echo y > g && git add g; echo done");
+        assert!(stdout(&v).contains("done"), "{v}");
+        assert!(warnings(&v).contains("split index"), "{v}");
+        drop(s);
+        // The user's repository still works.
+        c.git_ok(&c.ws, &["status", "--short"]);
+        c.git_ok(&c.ws, &["add", "g"]);
+        c.git_ok(&c.ws, &["commit", "-qm", "g"]);
+    });
+}
