@@ -116,7 +116,8 @@ impl Case {
     /// The server on stdio, as this case's user, in safe mode unless `args`
     /// say otherwise; `None` (with a note) without the namespace tier.
     fn server(&self, args: &[&str], env: &[(&str, &str)]) -> Option<StdioServer> {
-        let mut cmd = self.as_user(BIN);
+        let bin = bin_for(self.nobody);
+        let mut cmd = self.as_user(bin.to_str().unwrap());
         cmd.arg("--workspace")
             .arg(&self.ws)
             .args(args)
@@ -159,6 +160,28 @@ impl Case {
         );
         o
     }
+}
+
+/// The binary where `nobody` can run it: a copy in a directory of its own
+/// under /tmp (the checkout may sit below a directory only root can enter;
+/// the server finds its sandbox entry through its own descriptor, so a copy
+/// runs as the original does).
+fn bin_for(nobody: bool) -> PathBuf {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if !nobody {
+        return PathBuf::from(BIN);
+    }
+    COPY.get_or_init(|| {
+        let dir = PathBuf::from(format!("/tmp/ctm-gitseal-bin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let to = dir.join("coding-tools-mcp");
+        std::fs::copy(BIN, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        to
+    })
+    .clone()
 }
 
 fn chown_nobody(p: &Path) {
