@@ -1865,9 +1865,11 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             .await
             .ok()
             .flatten();
-            let mut s = cmd.lock();
-            s.seal_report = report;
-            s.settling = false;
+            // `settling` stays set until the tree is marked gone below: a
+            // waiter that saw it cleared with the tree still marked alive
+            // would answer after the short drain, output unread and
+            // `background_running` wrongly true (seen under load).
+            cmd.lock().seal_report = report;
         }
         for path in &cmd.git_watch {
             let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -1894,6 +1896,7 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                 });
             }
             s.tree_alive = false;
+            s.settling = false;
         }
         cmd.bump();
     });
