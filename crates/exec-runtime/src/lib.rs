@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod buffer;
+mod builder;
 mod env;
 mod gitseal;
 mod namespace;
@@ -54,6 +55,7 @@ mod signal;
 mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
+pub use builder::BUILDER_FLAG;
 pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
 pub use gitseal::{NEVER_WRITABLE, SealReport};
 pub use namespace::{

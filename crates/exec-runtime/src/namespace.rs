@@ -82,9 +82,26 @@ pub struct NamespaceSupport {
 impl NamespaceSupport {
     /// The tier can run here.
     pub fn available(&self) -> bool {
-        self.reason.is_none() && self.bwrap.is_some()
+        self.reason.is_none()
+    }
+
+    /// The tier is built by the host program itself (`--ctm-namespace`),
+    /// with no system `bwrap`.
+    pub fn built_in(&self) -> bool {
+        self.reason.is_none() && self.bwrap.is_none()
     }
 }
+
+/// What builds the namespace tier's sandbox, chosen by the operator
+/// (`CODING_TOOLS_MCP_SANDBOX_BUILDER`): `auto` (the default) tries the
+/// built-in builder, then a system `bwrap` (the one program Ubuntu's
+/// AppArmor lets create user namespaces with capabilities); `builtin` and
+/// `bwrap` try only the one.
+pub const BUILDER_VAR: &str = "CODING_TOOLS_MCP_SANDBOX_BUILDER";
+
+/// The version line the built-in builder reports.
+pub const BUILT_IN: &str =
+    "built-in (coding-tools-mcp: user, mount, PID, IPC, UTS and network namespaces)";
 
 /// A program the server runs outside any sandbox, found where no command
 /// can have put it: an absolute `PATH` entry (or the operator's variable),
@@ -218,11 +235,127 @@ pub fn support() -> &'static NamespaceSupport {
     SUPPORT.get_or_init(probe)
 }
 
+fn probe() -> NamespaceSupport {
+    let choice = std::env::var(BUILDER_VAR).unwrap_or_default();
+    let choice = choice.trim();
+    if !matches!(choice, "" | "auto" | "builtin" | "bwrap") {
+        return NamespaceSupport {
+            bwrap: None,
+            version: None,
+            reason: Some(format!(
+                "{BUILDER_VAR}={choice:?} is none of auto, builtin, bwrap"
+            )),
+            fix: Some(format!("set {BUILDER_VAR} to auto, builtin or bwrap")),
+        };
+    }
+    let mut built_in_failed = None;
+    if choice != "bwrap" {
+        match probe_built_in() {
+            Ok(()) => {
+                return NamespaceSupport {
+                    bwrap: None,
+                    version: Some(BUILT_IN.into()),
+                    reason: None,
+                    fix: None,
+                };
+            }
+            Err(why) => built_in_failed = Some(why),
+        }
+    }
+    if choice == "builtin" {
+        let why = built_in_failed.unwrap_or_default();
+        return NamespaceSupport {
+            bwrap: None,
+            version: None,
+            fix: Some(userns_fix(&why).1.to_owned()),
+            reason: Some(format!(
+                "the built-in namespace builder cannot run here: {why}"
+            )),
+        };
+    }
+    let mut s = probe_bwrap();
+    if let (Some(r), Some(b)) = (&mut s.reason, &built_in_failed) {
+        *r = format!("{r}; the built-in builder: {b}");
+    }
+    s
+}
+
+/// The likely cause of a failed namespace set-up, and its fix.
+fn userns_fix(err: &str) -> (&'static str, &'static str) {
+    if sysctl("kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        (
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)",
+            "sysctl -w kernel.unprivileged_userns_clone=1",
+        )
+    } else if sysctl("kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        (
+            "AppArmor restricts unprivileged user namespaces",
+            "apt-get install bubblewrap (Ubuntu's AppArmor profile lets /usr/bin/bwrap create them), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
+        )
+    } else if sysctl("user/max_user_namespaces").as_deref() == Some("0") {
+        (
+            "user namespaces are disabled (user.max_user_namespaces=0)",
+            "sysctl -w user.max_user_namespaces=10000",
+        )
+    } else if err.contains("mount_setattr") {
+        (
+            "the kernel lacks mount_setattr (Linux 5.12)",
+            "apt-get install bubblewrap, or a kernel of 5.12 or later",
+        )
+    } else {
+        (
+            "namespaces cannot be created here (a container without them?)",
+            "allow user namespaces in the container runtime (e.g. a seccomp profile that permits clone/unshare of namespaces), or run on the host",
+        )
+    }
+}
+
+/// Runs the built-in builder as a command's sandbox would (`/bin/true`
+/// inside), when this program can be its own builder.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the one-time probe of the sandbox builder belongs to the exec runtime"
+)]
+fn probe_built_in() -> Result<(), String> {
+    if !ENTRY_INSTALLED.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err("the host program does not call enter_if_requested".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("its own executable: {e}"))?;
+    let out = std::process::Command::new(exe)
+        .args([
+            crate::builder::BUILDER_FLAG,
+            "--unshare-net",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--tmpfs",
+            "/tmp",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--",
+            "/bin/true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start it: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    Err(format!("{}: {err:?}", userns_fix(&err).0))
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "the one-time probe of bubblewrap belongs to the exec runtime"
 )]
-fn probe() -> NamespaceSupport {
+fn probe_bwrap() -> NamespaceSupport {
     let bwrap = match trusted_program("bwrap", Some("CODING_TOOLS_MCP_BWRAP")) {
         Ok(p) => p,
         Err(why) => {
@@ -269,28 +402,7 @@ fn probe() -> NamespaceSupport {
         Ok(o) if o.status.success() => (None, None),
         Ok(o) => {
             let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
-            let (why, fix) = if sysctl("kernel/unprivileged_userns_clone").as_deref() == Some("0") {
-                (
-                    "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)",
-                    "sysctl -w kernel.unprivileged_userns_clone=1",
-                )
-            } else if sysctl("kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
-            {
-                (
-                    "AppArmor restricts unprivileged user namespaces",
-                    "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile that allows userns for bwrap",
-                )
-            } else if sysctl("user/max_user_namespaces").as_deref() == Some("0") {
-                (
-                    "user namespaces are disabled (user.max_user_namespaces=0)",
-                    "sysctl -w user.max_user_namespaces=10000",
-                )
-            } else {
-                (
-                    "bubblewrap cannot create namespaces here (a container without them?)",
-                    "allow user namespaces in the container runtime (e.g. a seccomp profile that permits clone/unshare of namespaces), or run on the host",
-                )
-            };
+            let (why, fix) = userns_fix(&err);
             (
                 Some(format!("{why}: bwrap said {err:?}")),
                 Some(fix.to_owned()),
@@ -312,7 +424,8 @@ fn probe() -> NamespaceSupport {
 /// What one command's sandbox is made of (all paths absolute, canonical).
 #[derive(Debug, Clone)]
 pub(crate) struct Plan<'a> {
-    pub bwrap: &'a Path,
+    /// The system `bwrap`; `None`: the helper builds the sandbox itself.
+    pub bwrap: Option<&'a Path>,
     pub workspace: &'a Path,
     pub runtime: Option<&'a Path>,
     /// Read roots that the private `/tmp` and `/run` would hide.
@@ -344,7 +457,13 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
             a.push(i.as_ref().to_os_string());
         }
     };
-    push(&[&p.bwrap]);
+    match p.bwrap {
+        Some(b) => push(&[&b]),
+        None => push(&[
+            &format!("/proc/self/fd/{}", p.helper_fd),
+            &crate::builder::BUILDER_FLAG,
+        ]),
+    }
     push(&[
         &"--unshare-user",
         &"--unshare-pid",
@@ -548,14 +667,32 @@ pub(crate) fn watched_when_missing(workspace: &Path) -> Vec<PathBuf> {
 /// Called first thing in the host program's `main`: when the process was
 /// started as a sandbox's entry, finishes the sandbox and execs the
 /// command — it never returns then; otherwise it returns at once.
+///
+/// Started as [`crate::BUILDER_FLAG`], it builds the namespace tier's
+/// sandbox itself (no system `bwrap` needed) and runs the entry in it.
 pub fn enter_if_requested() {
+    ENTRY_INSTALLED.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut args = std::env::args_os();
     let _program = args.next();
-    if args.next().as_deref() != Some(std::ffi::OsStr::new(ENTRY_FLAG)) {
+    let first = args.next();
+    if first.as_deref() == Some(std::ffi::OsStr::new(crate::builder::BUILDER_FLAG)) {
+        let rest: Vec<OsString> = args.collect();
+        crate::builder::run(&rest);
+    }
+    if first.as_deref() != Some(std::ffi::OsStr::new(ENTRY_FLAG)) {
         return;
     }
     let rest: Vec<OsString> = args.collect();
-    let code = match enter(&rest) {
+    run_entry(&rest)
+}
+
+/// Set by [`enter_if_requested`]: this program's `main` handles the
+/// builder's and the entry's flags, so it can be its own sandbox builder.
+static ENTRY_INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The entry's work (its arguments after [`ENTRY_FLAG`]); never returns.
+pub(crate) fn run_entry(args: &[OsString]) -> ! {
+    let code = match enter(args) {
         Ok(never) => match never {},
         Err(e) => {
             eprintln!("coding-tools-mcp sandbox: {e}");

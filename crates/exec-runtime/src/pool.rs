@@ -1429,10 +1429,12 @@ impl ExecRuntime {
         let wrapper = match (ns, &self.inner.helper) {
             (true, Some(helper)) => {
                 let support = namespace::support();
-                let bwrap = support
-                    .bwrap
-                    .as_deref()
-                    .ok_or_else(|| spawn_error(std::io::Error::other("bubblewrap is gone")))?;
+                if !support.available() {
+                    return Err(spawn_error(std::io::Error::other(
+                        "the namespace tier is not available",
+                    )));
+                }
+                let bwrap = support.bwrap.as_deref();
                 let runtime = self
                     .inner
                     .dirs

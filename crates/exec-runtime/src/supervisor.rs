@@ -237,7 +237,7 @@ impl Launch {
     unsafe_code,
     reason = "the capget/capset system calls have no safe wrapper here"
 )]
-fn drop_capabilities() {
+pub(crate) fn drop_all_capabilities() {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -337,7 +337,7 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
                 fail(e);
             }
             if l.drop_capabilities {
-                drop_capabilities();
+                drop_all_capabilities();
             }
         }
         libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());

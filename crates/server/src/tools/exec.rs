@@ -990,6 +990,8 @@ tool_result! {
         active: bool,
         reason: Option<String>,
         fix: Option<String>,
+        /// What builds the sandbox: `built-in` (this binary) or `bwrap`.
+        builder: Option<&'static str>,
         bwrap: Option<WirePath>,
         bwrap_version: Option<String>,
         private_network: bool,
@@ -1188,6 +1190,11 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
             active: ns,
             reason: tier.reason.clone(),
             fix: tier.fix.clone(),
+            builder: match (ns_support.available(), ns_support.built_in()) {
+                (false, _) => None,
+                (true, true) => Some("built-in"),
+                (true, false) => Some("bwrap"),
+            },
             bwrap: ns_support.bwrap.clone().map(WirePath),
             bwrap_version: ns_support.version.clone(),
             private_network: tier.private_network,

@@ -127,6 +127,7 @@ impl Case {
                 cmd.env_remove(k);
             }
         }
+        pass_sandbox_builder(&mut cmd);
         cmd.env("HOME", self.root.join("home"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("XDG_CONFIG_HOME");
@@ -563,7 +564,12 @@ fn a_bwrap_planted_on_path_inside_the_workspace_is_never_run() {
         std::fs::set_permissions(bin.join("bwrap"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
         let path = format!("{}:/usr/bin:/bin", bin.display());
-        let Some(mut s) = c.server(&[], &[("PATH", &path)]) else {
+        // The bwrap builder (the built-in one runs no bwrap at all).
+        let env = [
+            ("PATH", path.as_str()),
+            ("CODING_TOOLS_MCP_SANDBOX_BUILDER", "bwrap"),
+        ];
+        let Some(mut s) = c.server(&[], &env) else {
             assert!(!c.marker().exists(), "the planted bwrap ran at start");
             return;
         };

@@ -47,9 +47,19 @@ pub fn command(ws: &Path, args: &[&str]) -> Command {
             c.env_remove(k);
         }
     }
+    pass_sandbox_builder(&mut c);
     c.env("TMPDIR", ws.join(".runtime-tmp"));
     let _ = std::fs::create_dir_all(ws.join(".runtime-tmp"));
     c
+}
+
+/// `CTM_SANDBOX_BUILDER` (`builtin`, `bwrap`) becomes the server's
+/// `CODING_TOOLS_MCP_SANDBOX_BUILDER`: CI runs the sandbox suites once
+/// with each builder of the namespace tier.
+pub fn pass_sandbox_builder(c: &mut Command) {
+    if let Some(b) = std::env::var_os("CTM_SANDBOX_BUILDER") {
+        c.env("CODING_TOOLS_MCP_SANDBOX_BUILDER", b);
+    }
 }
 
 /// Lines of a child stream, readable with a timeout.
