@@ -28,6 +28,14 @@ const NODE_PACKAGES: [&str; 4] = [
     "oidc-provider@9.13.3",
 ];
 
+/// The suites run once more with bwrap building the namespace tier.
+const BWRAP_SUITES: [&str; 4] = [
+    "suite::namespace::",
+    "suite::gitseal::",
+    "suite::sandbox::",
+    "suite::exec::",
+];
+
 /// The black-box tests that need oidc-provider: run in their own phase, with
 /// the provider required.
 const ISSUER_TESTS: &str = "suite::issuer::";
@@ -56,8 +64,13 @@ pub fn run(_args: &[String]) -> Result<()> {
         "--skip",
         ISSUER_TESTS,
     ]);
-    if namespace_tier_available() {
-        tests.env("CTM_REQUIRE_NAMESPACE_TIER", "1");
+    let namespaces = namespace_tier_available();
+    if namespaces {
+        // The whole suite with the built-in builder of the tier; the
+        // sandbox suites once more with bwrap below.
+        tests
+            .env("CTM_REQUIRE_NAMESPACE_TIER", "1")
+            .env("CTM_SANDBOX_BUILDER", "builtin");
     } else {
         eprintln!(
             "NOTE: no bubblewrap sandbox on this host: the namespace tier's tests check nothing here"
@@ -67,6 +80,16 @@ pub fn run(_args: &[String]) -> Result<()> {
         "every unit and black-box test, the tidy test and the docs/tools.md drift check (several minutes)",
     );
     run_cmd(&mut tests)?;
+    if namespaces {
+        phase("the sandbox suites again with the namespace tier built by the system bwrap");
+        run_cmd(
+            cargo()
+                .args(["test", "-p", "coding-tools-mcp", "--test", "all", "--"])
+                .args(BWRAP_SUITES)
+                .env("CTM_REQUIRE_NAMESPACE_TIER", "1")
+                .env("CTM_SANDBOX_BUILDER", "bwrap"),
+        )?;
+    }
     let (node, node_dir) = node_tools()?;
     phase(
         "resource-server mode (--oauth-issuer) against the certified oidc-provider: code + PKCE flow, audience, key rotation",

@@ -442,3 +442,124 @@ fn every_git_file_that_runs_programs_is_sealed_and_odd_layouts_still_start() {
         "{v}"
     );
 }
+
+/// The server below a seccomp filter that refuses every new user
+/// namespace (`unshare`/`clone` with `CLONE_NEWUSER` answer EPERM, `clone3`
+/// ENOSYS so that libc falls back to `clone`): a host where neither the
+/// built-in builder nor bwrap can make the tier.
+fn without_user_namespaces(ws: &Path, args: &[&str]) -> Command {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    use std::os::unix::process::CommandExt;
+    let newuser = libc::CLONE_NEWUSER as u64;
+    let rule = || {
+        SeccompRule::new(vec![
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(newuser),
+                newuser,
+            )
+            .unwrap(),
+        ])
+        .unwrap()
+    };
+    let mut rules = std::collections::BTreeMap::new();
+    rules.insert(libc::SYS_unshare, vec![rule()]);
+    rules.insert(libc::SYS_clone, vec![rule()]);
+    let refuse_newuser = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let mut no_clone3 = std::collections::BTreeMap::new();
+    no_clone3.insert(libc::SYS_clone3, vec![]);
+    let refuse_clone3 = SeccompFilter::new(
+        no_clone3,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        std::env::consts::ARCH.try_into().unwrap(),
+    )
+    .unwrap();
+    let programs: Vec<seccompiler::BpfProgram> = vec![
+        refuse_newuser.try_into().unwrap(),
+        refuse_clone3.try_into().unwrap(),
+    ];
+    let mut cmd = command(ws, args);
+    cmd.arg("--stdio");
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec installs the test's seccomp filters between fork and exec"
+    )]
+    // SAFETY: only prctl/seccomp system calls on programs built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            for p in &programs {
+                seccompiler::apply_filter(p).map_err(std::io::Error::other)?;
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+#[test]
+fn where_user_namespaces_are_refused_safe_mode_says_so_and_stays_confined() {
+    let l = layout();
+    if Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&l.ws)
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        panic!("git init failed");
+    }
+    for builder in ["auto", "builtin", "bwrap"] {
+        let mut cmd = without_user_namespaces(&l.ws, &[]);
+        cmd.env("CODING_TOOLS_MCP_SANDBOX_BUILDER", builder);
+        let mut s = StdioServer::start_with(&mut cmd);
+        let r = s.request(&call(2, "check_exec_environment", json!({})));
+        let r = sc(&r);
+        let ns = &r["sandbox"]["namespace"];
+        assert_ne!(r["sandbox"]["tier"], "namespace", "{builder}: {r}");
+        assert_eq!(ns["active"], false, "{builder}: {ns}");
+        assert_eq!(ns["builder"], Value::Null, "{builder}: {ns}");
+        assert_eq!(ns["git_sealed"], false, "{builder}: {ns}");
+        let reason = ns["reason"].as_str().unwrap_or_default();
+        if builder != "bwrap" {
+            assert!(
+                reason.contains("built-in namespace builder") || reason.contains("the built-in builder"),
+                "{builder}: {ns}"
+            );
+        }
+        assert!(ns["fix"].as_str().is_some_and(|f| !f.is_empty()), "{builder}: {ns}");
+        assert!(
+            r["warnings"].to_string().contains("git seal is not complete"),
+            "{builder}: {r}"
+        );
+        // Commands still run, confined by Landlock (when the kernel has it).
+        let v = run(&mut s, "echo still-runs");
+        assert_eq!(v["stdout"], "still-runs\n", "{builder}: {v}");
+        s.close_stdin();
+        s.wait();
+        let err = s.stderr.seen.lock().unwrap().join("\n");
+        assert!(
+            err.contains("the git seal is not complete"),
+            "{builder}: nothing said at start: {err}"
+        );
+    }
+    // An operator who asked for the tier gets a refusal to start, with why.
+    let out = without_user_namespaces(&l.ws, &["--sandbox", "namespace"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--sandbox namespace"),
+        "{out:?}"
+    );
+}
