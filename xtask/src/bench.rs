@@ -557,16 +557,34 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         .to_owned();
     let mut landlock = Client::start_with(binary, ws.path(), &["--sandbox", "landlock"])?;
     landlock.call("exec_command", json!({"cmd": "true"}))?;
+    // The namespace tier built by the system bwrap, where there is one.
+    let mut bwrap = Client::start_with_env(
+        binary,
+        ws.path(),
+        &[],
+        &[("CODING_TOOLS_MCP_SANDBOX_BUILDER", "bwrap")],
+    )?;
+    let bwrap_tier =
+        bwrap.call("check_exec_environment", json!({}))?.1["sandbox"]["tier"] == "namespace";
+    let mut w = Vec::new();
     let (mut a, mut r, mut b, mut l) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs * 2 {
         a.push(client.call("exec_command", json!({"cmd": "true"}))?.0);
         r.push(timed_command(&mut Command::new("/bin/true"))?.0);
         l.push(landlock.call("exec_command", json!({"cmd": "true"}))?.0);
+        if bwrap_tier {
+            w.push(bwrap.call("exec_command", json!({"cmd": "true"}))?.0);
+        }
         if let Some(o) = other.as_mut() {
             b.push(o.call("exec_command", json!({"cmd": "true"}))?.0);
         }
     }
-    let name = format!("exec_command `true` round trip ({tier} tier, the default)");
+    let builder =
+        client.call("check_exec_environment", json!({}))?.1["sandbox"]["namespace"]["builder"]
+            .as_str()
+            .map(|b| format!(", {b}"))
+            .unwrap_or_default();
+    let name = format!("exec_command `true` round trip ({tier} tier{builder}, the default)");
     let bare = median(&mut r);
     row(&name, median(&mut a), "spawn /bin/true", bare);
     row(
@@ -578,6 +596,15 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     if !b.is_empty() {
         peer_row(&name, median(&mut a), median(&mut b));
     }
+    if !w.is_empty() {
+        row(
+            "exec_command `true` round trip (namespace tier, bwrap)",
+            median(&mut w),
+            "spawn /bin/true",
+            bare,
+        );
+    }
+    drop(bwrap);
     drop(landlock);
     drop(other);
     exec_in_repository(binary, runs, peer)?;
@@ -1016,12 +1043,21 @@ impl Client {
     }
 
     fn start_with(binary: &Path, ws: &Path, extra: &[&str]) -> Result<Self> {
-        let peer = Peer::spawn(
-            Command::new(binary)
-                .args(["--stdio", "--workspace"])
-                .arg(ws)
-                .args(extra),
-        )?;
+        Self::start_with_env(binary, ws, extra, &[])
+    }
+
+    fn start_with_env(
+        binary: &Path,
+        ws: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
+        let mut cmd = Command::new(binary);
+        cmd.args(["--stdio", "--workspace"]).arg(ws).args(extra);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let peer = Peer::spawn(&mut cmd)?;
         Ok(Self {
             peer,
             id: 0,

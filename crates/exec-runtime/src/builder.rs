@@ -256,8 +256,10 @@ fn outside(spec: &Spec) -> ! {
             libc::close(alive[0]);
             init(spec);
         }
-        // Only the wait is left: hold nothing of the command's (its pipes
-        // close when its own processes end) but the pipe's write end.
+        // Only the wait is left: no capability, no /proc of ours a command
+        // could open, nothing of the command's (its pipes close when its
+        // own processes end) but the pipe's write end.
+        settle_helper();
         let keep = alive[1] as u32;
         libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
         close_from(keep + 1);
@@ -353,8 +355,14 @@ fn set_attr(path: &CString, attrs: u64, recursive: bool, what: &str) {
         )
     };
     if r != 0 {
-        errno_fail(&format!(
-            "{what}: mount_setattr {} (Linux 5.12 or later is needed)",
+        let e = std::io::Error::last_os_error();
+        let hint = if e.raw_os_error() == Some(libc::ENOSYS) {
+            " (mount_setattr needs Linux 5.12 or later)"
+        } else {
+            ""
+        };
+        fail(&format!(
+            "{what}: setting mount flags on {}: {e}{hint}",
             path.to_string_lossy()
         ));
     }
@@ -500,14 +508,24 @@ fn init(spec: &Spec) -> ! {
         if libc::chdir(cstr(&cwd).as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
             errno_fail("chdir in the sandbox");
         }
+        // The set-up is done. The command's process maps its own user
+        // namespace with a copy of PID 1's capabilities (mapping uid 0
+        // needs CAP_SETFCAP above it), then drops them, and goes on only
+        // when PID 1 has dropped its own: this pipe's end of file.
+        let mut gate = [0; 2];
+        if libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            errno_fail("pipe");
+        }
         let child = libc::fork();
         if child < 0 {
             errno_fail("fork of the command");
         }
         if child == 0 {
-            command(spec);
+            libc::close(gate[1]);
+            command(spec, gate[0]);
         }
-        // The reaper holds nothing of the command's.
+        settle_helper();
+        // The reaper holds nothing of the command's (and the gate opens).
         close_from(0);
         loop {
             let mut status = 0;
@@ -532,11 +550,13 @@ fn apply(op: &Op) {
             optional,
         } => {
             let from = host(src);
-            let Ok(meta) = std::fs::metadata(&from) else {
-                if *optional {
-                    return;
-                }
-                fail(&format!("{} does not exist", src.display()));
+            let meta = match std::fs::metadata(&from) {
+                Ok(m) => m,
+                // Only a source that is not there is skipped: any other
+                // failure (a loop, a permission) must not leave a
+                // read-only bind out.
+                Err(e) if *optional && e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) => fail(&format!("{}: {e}", src.display())),
             };
             let to = inside(dst);
             ensure(&to, !meta.is_dir());
@@ -618,7 +638,7 @@ fn dev(to: &Path) {
         Some(&cstr("tmpfs")),
         &cstr(to),
         Some("tmpfs"),
-        libc::MS_NOSUID,
+        libc::MS_NOSUID | libc::MS_NODEV,
         Some("mode=0755"),
         "dev",
     );
@@ -682,9 +702,50 @@ fn loopback_up() {
     }
 }
 
-/// Step 4: the command's process.
-fn command(spec: &Spec) -> ! {
-    crate::supervisor::drop_all_capabilities();
+/// A helper process with nothing left to do but wait: no capability, not
+/// dumpable (its /proc entries belong to no one the command is).
+fn settle_helper() {
+    if !crate::supervisor::drop_all_capabilities() {
+        fail("a sandbox helper kept a capability");
+    }
+    // SAFETY: prctl on this process.
+    #[expect(unsafe_code, reason = "prctl(PR_SET_DUMPABLE)")]
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Step 4: the command's process, in a user namespace of its own below the
+/// sandbox's (mapping the same ids), so that it owns none of the
+/// namespaces the sandbox is made of: were it ever to regain a capability,
+/// that capability would not reach the sandbox's mounts.
+#[expect(unsafe_code, reason = "unshare of the command's user namespace")]
+fn command(spec: &Spec, gate: libc::c_int) -> ! {
+    // SAFETY: system calls in the single-threaded forked child.
+    unsafe {
+        let uid = libc::geteuid();
+        let gid = libc::getegid();
+        if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+            errno_fail("the command's user namespace (unshare)");
+        }
+        write_file(c"/proc/self/setgroups", b"deny");
+        write_file(c"/proc/self/uid_map", format!("{uid} {uid} 1\n").as_bytes());
+        write_file(c"/proc/self/gid_map", format!("{gid} {gid} 1\n").as_bytes());
+    }
+    if !crate::supervisor::drop_all_capabilities() {
+        fail("the command kept a capability");
+    }
+    // SAFETY: read and close of the gate's descriptor.
+    #[expect(unsafe_code, reason = "read(2) of the gate")]
+    unsafe {
+        let mut b = [0u8; 1];
+        while libc::read(gate, b.as_mut_ptr().cast(), 1) != 0 {
+            if *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        libc::close(gate);
+    }
     let cmd = &spec.command;
     if cmd.get(1).map(OsString::as_os_str) == Some(OsStr::new(crate::namespace::ENTRY_FLAG)) {
         // The entry is this very program: finish the sandbox here rather

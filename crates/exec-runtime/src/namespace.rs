@@ -738,8 +738,13 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
             libc::signal(sig, libc::SIG_DFL);
         }
     }
-    if let Ok(prog) = crate::seccomp::program_namespaced() {
-        crate::seccomp::enforce(prog).map_err(|e| format!("seccomp: {e}"))?;
+    match crate::seccomp::program_namespaced() {
+        Ok(prog) => crate::seccomp::enforce(prog).map_err(|e| format!("seccomp: {e}"))?,
+        // The server reports seccomp as there: never run without it then.
+        Err(e) if crate::seccomp::available().is_ok() => {
+            return Err(format!("seccomp: the filter could not be built: {e}"));
+        }
+        Err(_) => {}
     }
     // Nothing of the server's reaches the command: the descriptor this
     // entry was started by names the server's binary on the host's

@@ -43,8 +43,12 @@ pub const SYSTEM_READ_ROOTS: &[&str] = &[
     "/etc/gai.conf",
     "/etc/protocols",
     "/etc/services",
-    "/run/systemd/resolve",
-    "/run/resolvconf",
+    // The resolver's files, never their directories: systemd-resolved's
+    // varlink socket sits beside them (a DNS channel out of a sandbox whose
+    // network is closed).
+    "/run/systemd/resolve/stub-resolv.conf",
+    "/run/systemd/resolve/resolv.conf",
+    "/run/resolvconf/resolv.conf",
     // Configuration that interpreters on Debian-like systems reach through
     // symlinks from /usr.
     "/etc/python3",
@@ -225,6 +229,22 @@ pub fn discover(env: &[(String, String)], extra: &[PathBuf]) -> Toolchains {
             }
         }
     }
+    // An activated virtual environment or conda environment outside the
+    // workspace: the whole environment (its `pyvenv.cfg` sits above `bin`)
+    // and the base interpreter's prefix its `pyvenv.cfg` names (`home =
+    // <prefix>/bin`), so that both tiers run it alike.
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        let Some(v) = get(env, var).and_then(|v| canonical(Path::new(v))) else {
+            continue;
+        };
+        if too_wide(&v) || !v.is_dir() {
+            continue;
+        }
+        if let Some(prefix) = base_interpreter_prefix(&v).filter(|p| !too_wide(p)) {
+            add(&mut t, prefix);
+        }
+        add(&mut t, v);
+    }
     if let Some(j) = get(env, "JAVA_HOME").and_then(|j| canonical(Path::new(j)))
         && !too_wide(&j)
     {
@@ -237,6 +257,23 @@ pub fn discover(env: &[(String, String)], extra: &[PathBuf]) -> Toolchains {
         }
     }
     t
+}
+
+/// The prefix of the interpreter a virtual environment was made from: the
+/// parent of the `home` directory its `pyvenv.cfg` names.
+fn base_interpreter_prefix(venv: &Path) -> Option<PathBuf> {
+    let cfg = ctm_workspace_fs::read_small(&venv.join("pyvenv.cfg"))?;
+    let home = cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "home").then(|| v.trim().to_owned())
+    })?;
+    let home = canonical(Path::new(&home))?;
+    let prefix = if home.ends_with("bin") {
+        home.parent()?.to_path_buf()
+    } else {
+        home
+    };
+    prefix.is_dir().then_some(prefix)
 }
 
 /// Splits `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS` (`:`-separated).
@@ -292,5 +329,52 @@ mod tests {
             h.join(".rustup").display().to_string()
         )));
         assert!(!t.read_roots.iter().any(|r| r.starts_with("/etc/shadow")));
+    }
+
+    #[test]
+    fn an_activated_venv_outside_is_readable_whole_with_its_base_interpreter() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let b = base.path().canonicalize().unwrap();
+        std::fs::create_dir_all(b.join("bin")).unwrap();
+        let venvs = tempfile::tempdir().unwrap();
+        let v = venvs.path().canonicalize().unwrap().join("venv");
+        std::fs::create_dir_all(v.join("bin")).unwrap();
+        std::fs::write(
+            v.join("pyvenv.cfg"),
+            format!(
+                "home = {}\ninclude-system-site-packages = false\n",
+                b.join("bin").display()
+            ),
+        )
+        .unwrap();
+        let env: Vec<(String, String)> = [
+            ("HOME", h.display().to_string()),
+            ("PATH", format!("{}:/usr/bin", v.join("bin").display())),
+            ("VIRTUAL_ENV", v.display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let t = discover(&env, &[]);
+        assert!(t.read_roots.contains(&v), "{t:?}");
+        assert!(t.read_roots.contains(&b), "{t:?}");
+        // A pyvenv.cfg naming the home directory (or /) widens nothing.
+        std::fs::write(v.join("pyvenv.cfg"), format!("home = {}\n", h.display())).unwrap();
+        let mut env = env;
+        env[2].1 = v.display().to_string();
+        let t = discover(&env, &[]);
+        assert!(!t.read_roots.iter().any(|r| h.starts_with(r)), "{t:?}");
+    }
+
+    #[test]
+    fn no_directory_under_run_is_a_read_root() {
+        for r in SYSTEM_READ_ROOTS.iter().filter(|r| r.starts_with("/run")) {
+            assert!(
+                r.ends_with(".conf"),
+                "{r} would bind a directory of sockets"
+            );
+        }
     }
 }

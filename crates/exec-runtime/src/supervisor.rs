@@ -232,12 +232,13 @@ impl Launch {
 /// capability sets: a command of a server run as root keeps uid 0 (files
 /// stay its own) but loses every capability (raw sockets, mknod, network
 /// and host configuration, the kernel log, immutable flags, ...), and no
-/// exec gives one back. System calls only.
+/// exec gives one back. System calls only. False when any capability is
+/// left after it.
 #[expect(
     unsafe_code,
     reason = "the capget/capset system calls have no safe wrapper here"
 )]
-pub(crate) fn drop_all_capabilities() {
+pub(crate) fn drop_all_capabilities() -> bool {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -273,6 +274,26 @@ pub(crate) fn drop_all_capabilities() {
             inheritable: 0,
         }; 2];
         libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
+        // Checked, not assumed: dropping never needs a privilege, so
+        // anything left is an error the caller fails on.
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut left = [Data {
+            effective: 1,
+            permitted: 1,
+            inheritable: 1,
+        }; 2];
+        let got = libc::syscall(
+            libc::SYS_capget,
+            &header as *const Header,
+            left.as_mut_ptr(),
+        );
+        got == 0
+            && left
+                .iter()
+                .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0)
     }
 }
 
@@ -336,8 +357,8 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
             {
                 fail(e);
             }
-            if l.drop_capabilities {
-                drop_all_capabilities();
+            if l.drop_capabilities && !drop_all_capabilities() {
+                fail(libc::EPERM);
             }
         }
         libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());

@@ -383,6 +383,48 @@ fn nothing_of_the_server_is_inherited_and_far_families_are_refused() {
     assert!(!out.contains("opened"), "{v}");
 }
 
+/// Every process of the sandbox — the command and the sandbox's own PID 1
+/// — holds no capability, and the command cannot mount, unmount or make
+/// its way into a namespace of PID 1 (found by the review of the built-in
+/// builder: its helpers kept every capability over the sandbox's
+/// namespaces while the command ran).
+#[test]
+fn no_process_of_the_sandbox_holds_a_capability() {
+    let l = layout();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    std::fs::write(
+        l.ws.join("caps.py"),
+        "import ctypes, os\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         for pid in ('self', '1'):\n\
+         \x20   for line in open(f'/proc/{pid}/status'):\n\
+         \x20       if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'CapAmb')):\n\
+         \x20           print(pid, line.split()[0], line.split()[1])\n\
+         r = libc.umount2(b'/tmp', 2)\n\
+         print('umount', r, ctypes.get_errno())\n\
+         r = libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)\n\
+         print('mount', r, ctypes.get_errno())\n\
+         try:\n\
+         \x20   os.open('/proc/1/ns/mnt', os.O_RDONLY)\n\
+         \x20   print('ns open')\n\
+         except OSError as e:\n\
+         \x20   print('ns refused', e.errno)\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "python3 caps.py");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    let caps: Vec<&str> = out.lines().filter(|l| l.contains("Cap")).collect();
+    assert_eq!(caps.len(), 8, "{v}");
+    for c in caps {
+        assert!(c.ends_with(" 0000000000000000"), "{c}: {v}");
+    }
+    assert!(out.contains("umount -1"), "{v}");
+    assert!(out.contains("mount -1"), "{v}");
+    assert!(out.contains("ns refused"), "{v}");
+}
+
 #[test]
 fn every_git_file_that_runs_programs_is_sealed_and_odd_layouts_still_start() {
     let l = layout();
@@ -449,8 +491,7 @@ fn every_git_file_that_runs_programs_is_sealed_and_odd_layouts_still_start() {
 /// built-in builder nor bwrap can make the tier.
 fn without_user_namespaces(ws: &Path, args: &[&str]) -> Command {
     use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule,
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     };
     use std::os::unix::process::CommandExt;
     let newuser = libc::CLONE_NEWUSER as u64;
@@ -532,13 +573,19 @@ fn where_user_namespaces_are_refused_safe_mode_says_so_and_stays_confined() {
         let reason = ns["reason"].as_str().unwrap_or_default();
         if builder != "bwrap" {
             assert!(
-                reason.contains("built-in namespace builder") || reason.contains("the built-in builder"),
+                reason.contains("built-in namespace builder")
+                    || reason.contains("the built-in builder"),
                 "{builder}: {ns}"
             );
         }
-        assert!(ns["fix"].as_str().is_some_and(|f| !f.is_empty()), "{builder}: {ns}");
         assert!(
-            r["warnings"].to_string().contains("git seal is not complete"),
+            ns["fix"].as_str().is_some_and(|f| !f.is_empty()),
+            "{builder}: {ns}"
+        );
+        assert!(
+            r["warnings"]
+                .to_string()
+                .contains("git seal is not complete"),
             "{builder}: {r}"
         );
         // Commands still run, confined by Landlock (when the kernel has it).
