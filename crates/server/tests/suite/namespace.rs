@@ -610,3 +610,106 @@ fn where_user_namespaces_are_refused_safe_mode_says_so_and_stays_confined() {
         "{out:?}"
     );
 }
+
+/// The same probes in both tiers, with a virtual environment outside the
+/// workspace activated for the server: what a command can read, write, run
+/// and connect to is the same (the namespace tier's extra protections —
+/// metadata, sockets, processes — are tested above).
+#[test]
+fn both_tiers_give_commands_the_same_world() {
+    let l = layout();
+    let venv = Outside::new("venv");
+    let env_dir = venv.0.join("env");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&env_dir)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::fs::write(
+        l.ws.join("world.py"),
+        format!(
+            "import os, socket, subprocess, sys\n\
+             def probe(name, f):\n\
+             \x20   try:\n\
+             \x20       f()\n\
+             \x20       print(name, 'ok')\n\
+             \x20   except Exception as e:\n\
+             \x20       print(name, 'refused', type(e).__name__)\n\
+             probe('venv prefix', lambda: sys.prefix == {env:?} or 1 / 0)\n\
+             probe('read pyvenv.cfg', lambda: open({cfg:?}).read())\n\
+             probe('read /etc/passwd', lambda: open('/etc/passwd').read())\n\
+             probe('read /etc/shadow', lambda: open('/etc/shadow').read())\n\
+             probe('write workspace', lambda: open('w.txt', 'w').write('x'))\n\
+             probe('write /var/tmp', lambda: open('/var/tmp/ctm-world-probe', 'w').write('x'))\n\
+             probe('write venv', lambda: open({venv_file:?}, 'w').write('x'))\n\
+             probe('run env', lambda: subprocess.run(['/usr/bin/env'], check=True, capture_output=True))\n\
+             probe('connect host loopback', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=2))\n",
+            env = env_dir.display().to_string(),
+            cfg = env_dir.join("pyvenv.cfg").display().to_string(),
+            venv_file = env_dir.join("planted").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        env_dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut seen = Vec::new();
+    for tier in [&[][..], LANDLOCK_TIER] {
+        let mut cmd = command(&l.ws, tier);
+        cmd.arg("--stdio")
+            .env("VIRTUAL_ENV", &env_dir)
+            .env("PATH", &path);
+        let mut s = StdioServer::start_with(&mut cmd);
+        let r = s.request(&call(90, "check_exec_environment", json!({})));
+        let t = sc(&r)["sandbox"]["tier"].clone();
+        if tier.is_empty() && t != "namespace" {
+            assert!(
+                std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_none(),
+                "the namespace tier is required here but unavailable: {r}"
+            );
+            eprintln!("NOTE: no namespace tier on this host: the two tiers are not compared");
+            return;
+        }
+        let v = run(&mut s, "python world.py");
+        seen.push((t, v["stdout"].as_str().unwrap_or_default().to_owned()));
+    }
+    // The outcome of each probe, not how it was refused (EROFS in one
+    // tier is EACCES in the other).
+    let outcome = |out: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| {
+                l.split(" refused").next().unwrap_or(l).to_owned()
+                    + if l.contains(" refused") {
+                        " refused"
+                    } else {
+                        ""
+                    }
+            })
+            .collect()
+    };
+    let ns = &seen[0].1;
+    assert_eq!(
+        outcome(ns),
+        outcome(&seen[1].1),
+        "the tiers differ:\n{seen:?}"
+    );
+    for expect in [
+        "venv prefix ok",
+        "read pyvenv.cfg ok",
+        "read /etc/passwd ok",
+        "read /etc/shadow refused",
+        "write workspace ok",
+        "write /var/tmp refused",
+        "write venv refused",
+        "run env ok",
+        "connect host loopback refused",
+    ] {
+        assert!(ns.contains(expect), "{expect}: {seen:?}");
+    }
+    drop(listener);
+}
