@@ -164,6 +164,10 @@ pub fn run(_args: &[String]) -> Result<()> {
     crate::harness::run(&[])?;
     phase("token budgets: the scripted session of cargo xtask tokens (issue 19)");
     crate::tokens::run(&["--budgets".into()])?;
+    phase(
+        "Claude Code with a scripted model: the tools its model is given and the results it reads",
+    );
+    crate::clients::run(&[])?;
     phase("behind nginx: two backends on two routes, the Python SDK through the proxy");
     crate::proxy::run(&[])?;
     phase("load: 10 s over HTTP, 10 s over stdio, 10 s with hostile clients");

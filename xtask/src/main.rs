@@ -26,6 +26,9 @@
 //!   missing): two backends on two routes with trusted forwarded headers,
 //!   the official Python SDK client through the proxy in every era, and
 //!   forged headers checked with and without the trust flag.
+//! * `clients` — Claude Code (installed under `target/claude-code`) with a
+//!   scripted model on loopback: which of our tools its model is given and
+//!   what each result hands it (`tests/clients/claude_code.py`).
 //! * `package` — `cargo package` of every publishable crate (each built
 //!   from its `.crate` file), `cargo publish --dry-run`, `cargo install
 //!   --locked --path crates/server` with its `--version`, and the outside host
@@ -48,6 +51,7 @@
 
 mod bench;
 mod ci;
+mod clients;
 mod conformance;
 mod fuzz;
 mod harness;
@@ -67,7 +71,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics | package | release-check | features>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics | clients | package | release-check | features>"
         );
     };
     match cmd.as_str() {
@@ -81,6 +85,7 @@ fn main() -> Result<()> {
         "tokens" => tokens::run(rest),
         "proxy" => proxy::run(rest),
         "metrics" => ci::metrics(rest),
+        "clients" => clients::run(rest),
         "package" => release::package(rest),
         "release-check" => release::release_check(rest),
         "features" => release::features(rest),

@@ -107,6 +107,65 @@ pub enum Tool {
     ViewImage,
 }
 
+/// How a host that defers tools should treat one (docs/clients.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientHint {
+    /// In the model's tool list from the first turn: the tools of every
+    /// turn of the coding loop (read, find, change, run, answer a prompt,
+    /// page a command's output — the continuation exec results name).
+    AlwaysLoad,
+    /// Behind the host's tool search, found by these words.
+    Search(&'static str),
+}
+
+impl Tool {
+    /// See [`ClientHint`].
+    pub const fn client_hint(self) -> ClientHint {
+        use ClientHint::{AlwaysLoad, Search};
+        match self {
+            Tool::ReadFile
+            | Tool::ListFiles
+            | Tool::SearchText
+            | Tool::ApplyPatch
+            | Tool::ExecCommand
+            | Tool::WriteStdin
+            | Tool::ReadOutput => AlwaysLoad,
+            Tool::ServerInfo => Search("server version, limits, auth and tool list"),
+            Tool::CheckExecEnvironment => {
+                Search("command sandbox, network and permission gates before running commands")
+            }
+            Tool::ListDir => Search("list a directory tree with sizes"),
+            Tool::KillCommand => Search("stop or signal a running command"),
+            Tool::GitStatus => Search("git status: changed, staged and untracked files"),
+            Tool::GitDiff => Search("git diff of the working tree or the index"),
+            Tool::GitLog => Search("git log: recent commits"),
+            Tool::GitShow => Search("git show a commit with its diff"),
+            Tool::GitBlame => Search("git blame: who changed each line"),
+            Tool::RequestPermissions => Search("ask the operator for a refused permission"),
+            Tool::ViewImage => Search("look at an image file (PNG, JPEG, GIF, WebP)"),
+        }
+    }
+
+    /// The characters of a result a host should keep inline (Claude Code
+    /// saves a longer one to a file outside the workspace, which the model
+    /// must then read with other tools): declared for the tools whose
+    /// default call is bounded in bytes above its default limit of 50,000
+    /// characters — twice the default byte limits (JSON escaping) plus
+    /// room for the other fields. Larger explicit limits are the host's to
+    /// divert.
+    pub const fn inline_result_chars(self) -> Option<u32> {
+        match self {
+            // A 128 KiB page.
+            Tool::ReadFile => Some(280_000),
+            // Two streams of 64 KiB.
+            Tool::ExecCommand | Tool::WriteStdin => Some(280_000),
+            // A 256 KiB diff.
+            Tool::GitDiff | Tool::GitShow => Some(540_000),
+            _ => None,
+        }
+    }
+}
+
 /// One tool.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolSpec {
@@ -790,14 +849,43 @@ impl ToolSpec {
         } else {
             self.annotations
         };
-        json!({
+        let mut v = json!({
             "name": self.name,
             "title": self.title,
             "description": self.description,
             "inputSchema": self.input_schema(),
             "outputSchema": crate::output::tool_schema(self.output.map(|f| f())),
             "annotations": ann.to_json(self.title),
-        })
+        });
+        let meta = self.client_hints();
+        if !meta.is_empty()
+            && let Some(m) = v.as_object_mut()
+        {
+            m.insert("_meta".into(), Value::Object(meta));
+        }
+        v
+    }
+
+    /// Hints for the hosts that read them (docs/clients.md): Claude Code
+    /// loads a tool marked `anthropic/alwaysLoad` into the model's tool
+    /// list from the first turn (the others wait behind its tool search,
+    /// found by `anthropic/searchHint`), and keeps a result inline up to
+    /// `anthropic/maxResultSizeChars` characters instead of saving it to a
+    /// file.
+    pub fn client_hints(self) -> Map<String, Value> {
+        let mut m = Map::new();
+        match self.tool.client_hint() {
+            ClientHint::AlwaysLoad => {
+                m.insert("anthropic/alwaysLoad".into(), Value::Bool(true));
+            }
+            ClientHint::Search(hint) => {
+                m.insert("anthropic/searchHint".into(), Value::String(hint.into()));
+            }
+        }
+        if let Some(chars) = self.tool.inline_result_chars() {
+            m.insert("anthropic/maxResultSizeChars".into(), chars.into());
+        }
+        m
     }
 }
 
