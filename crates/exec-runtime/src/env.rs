@@ -30,49 +30,155 @@ const LOADER_VARS: [&str; 14] = [
     "GIT_EXEC_PATH",
 ];
 
+/// Words that make a variable's name secret wherever they appear in it
+/// (lowercase). docs/security.md lists them.
+pub const SECRET_NAME_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "credential",
+    "creds",
+    "password",
+    "passwd",
+    "passphrase",
+    "private",
+    "privkey",
+    "apikey",
+    "api_key",
+    "api-key",
+    "auth",
+    "bearer",
+    "jwt",
+    "cookie",
+    "session",
+    "signing",
+    "dsn",
+    "webhook",
+    "connection_string",
+    "connstr",
+];
+
+/// Parts of a name (split at `_` and `-`) that make it secret: `GH_PAT`,
+/// `API_KEY`, `DB_PW`, `SMTP_PASS`, `STRIPE_SK`.
+pub const SECRET_NAME_PARTS: &[&str] = &["pat", "key", "pw", "pwd", "pass", "sk"];
+
+/// Prefixes of well-known credentials, whatever the variable is called.
+pub const SECRET_VALUE_PREFIXES: &[&str] = &[
+    // GitHub
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    // GitLab
+    "glpat-",
+    // Stripe (secret and restricted keys)
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "rk_test_",
+    // Slack
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxs-",
+    "xapp-",
+    // npm, PyPI, Hugging Face, DigitalOcean, Shopify, SendGrid
+    "npm_",
+    "pypi-",
+    "hf_",
+    "dop_v1_",
+    "shpat_",
+    "SG.",
+    // Google OAuth access tokens
+    "ya29.",
+];
+
 /// A name or value that looks secret, or a variable that loads code.
 pub fn is_sensitive(name: &str, value: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    let secret_name = [
-        "token",
-        "secret",
-        "credential",
-        "creds",
-        "password",
-        "passwd",
-        "private",
-        "apikey",
-        "api_key",
-        "api-key",
-        "auth",
-        "jwt",
-        "cookie",
-        "session",
-        "signing",
-        "dsn",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    let secret_name = SECRET_NAME_WORDS.iter().any(|w| n.contains(w))
         || n.split(['_', '-'])
-            .any(|part| matches!(part, "pat" | "key" | "pw" | "pwd"))
-        || n.ends_with("_key");
+            .any(|part| SECRET_NAME_PARTS.contains(&part))
+        || n.ends_with("_key")
+        || n.ends_with("pass");
     let loader = LOADER_VARS.contains(&name) || name.starts_with("DYLD_");
-    let v = value.trim_start();
-    // A URL with a password in it: scheme://user:password@host.
-    let url_password = v.split_once("://").is_some_and(|(_, rest)| {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        authority
-            .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-    });
-    let secret_value = url_password
+    let v = value.trim();
+    let secret_value = url_carries_secret(v)
         || v.starts_with("-----BEGIN") && v.contains("PRIVATE KEY")
-        || ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"]
+        || SECRET_VALUE_PREFIXES
             .iter()
-            .any(|p| v.starts_with(p))
+            .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
         || (v.starts_with("sk-") && v.len() >= 20)
-        || (v.starts_with("AKIA") && v.len() == 20);
+        || ((v.starts_with("AKIA") || v.starts_with("ASIA")) && v.len() == 20)
+        // A Google API key.
+        || (v.starts_with("AIza") && v.len() == 39)
+        || looks_like_jwt(v);
     secret_name || loader || secret_value
+}
+
+/// A URL with a password (`scheme://user:password@host`), a long token in
+/// its path (Slack's and Discord's webhooks: `/services/T…/B…/<token>`) or
+/// a credential in its query (`?token=`, `key=`, `sig=`, ...).
+fn url_carries_secret(v: &str) -> bool {
+    let Some((scheme, rest)) = v.split_once("://") else {
+        return false;
+    };
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    {
+        return false;
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    if authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    {
+        return true;
+    }
+    let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
+    let path = path.split('#').next().unwrap_or_default();
+    if path.split('/').any(token_like) {
+        return true;
+    }
+    query.split(['&', '#']).any(|pair| {
+        let (k, val) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = k.to_ascii_lowercase();
+        !val.is_empty()
+            && (SECRET_NAME_WORDS.iter().any(|w| k.contains(w))
+                || matches!(
+                    k.as_str(),
+                    "key" | "sig" | "signature" | "code" | "pass" | "pwd"
+                ))
+    })
+}
+
+/// A path segment that is a token: 24 or more characters of `[A-Za-z0-9_-]`
+/// mixing letters and digits, and not all hexadecimal (a commit id or a
+/// content hash in a URL is not a secret).
+fn token_like(seg: &str) -> bool {
+    seg.len() >= 24
+        && seg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && seg.bytes().any(|b| b.is_ascii_digit())
+        && seg.bytes().any(|b| b.is_ascii_alphabetic())
+        && !seg.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Three base64url parts, the first a JSON header (`eyJ`).
+fn looks_like_jwt(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() == 3
+        && v.starts_with("eyJ")
+        && parts.iter().all(|p| {
+            p.len() >= 4
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'=')
+        })
 }
 
 fn is_core(name: &str) -> bool {
@@ -334,6 +440,81 @@ mod tests {
             ..spec
         });
         assert!(dangerous.contains_key("GITHUB_TOKEN") && dangerous.contains_key("MY_SECRET"));
+    }
+
+    /// The secret filter, name by name and value by value (issue "the
+    /// smaller holes": each of these reached commands before).
+    #[test]
+    fn secrets_by_name_and_by_value_shape() {
+        for (name, value) in [
+            ("DB_PASS", "hunter2"),
+            ("SMTP_PASS", "x"),
+            ("MYSQLPASS", "x"),
+            ("GPG_PASSPHRASE", "x"),
+            (
+                "SLACK_WEBHOOK_URL",
+                "https://hooks.slack.com/services/T0/B0/x",
+            ),
+            ("SSL_PRIVKEY", "x"),
+            ("STRIPE_SK", "x"),
+            ("BEARER", "x"),
+            ("BEARER_HEADER", "x"),
+            ("AZURE_CONNECTION_STRING", "x"),
+            ("GITHUB_TOKEN", "x"),
+            ("API_KEY", "x"),
+            // By value, whatever the name.
+            ("STRIPE", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+            ("S", "rk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+            (
+                "CHAT",
+                "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy",
+            ),
+            ("GL", "glpat-xxxxxxxxxxxxxxxxxxxx"),
+            ("NPMRC_VALUE", "npm_abcdefghijklmnopqrstuvwxyz0123456789"),
+            ("UPLOAD", "pypi-AgEIcHlwaS5vcmcCJGRlYWRiZWVm"),
+            ("G", "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+            ("AWS_SESSION", "ASIAIOSFODNN7EXAMPLE"),
+            (
+                "ID",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlX2hlcmU",
+            ),
+            (
+                "HOOK",
+                "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX1",
+            ),
+            (
+                "DISCORD",
+                "https://discord.com/api/webhooks/123456789012345678/aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+            ),
+            ("FEED", "https://example.com/feed.xml?token=abc123"),
+            (
+                "BLOB",
+                "https://acct.blob.core.windows.net/c/f?sv=2020&sig=abcdef",
+            ),
+            ("DATABASE_URL", "postgres://u:pw@db/x"),
+        ] {
+            assert!(is_sensitive(name, value), "{name}={value}");
+        }
+        for (name, value) in [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/u"),
+            ("EDITOR", "vim"),
+            ("TASK_COUNT", "4"),
+            ("KEYBOARD_LAYOUT", "us"),
+            ("COMPASS_HOME", "/opt/c"),
+            ("BYPASS_CACHE", "1"),
+            ("SSL_CERT_FILE", "/etc/ssl/certs/ca.pem"),
+            ("PIP_INDEX_URL", "https://pypi.org/simple"),
+            (
+                "REPO_URL",
+                "https://github.com/o/r/commit/0123456789abcdef0123456789abcdef01234567",
+            ),
+            ("DOCS", "https://docs.rs/tokio/latest/tokio/index.html"),
+            ("NODE_ENV", "production"),
+            ("SKIP", "sk-short"),
+        ] {
+            assert!(!is_sensitive(name, value), "{name}={value}");
+        }
     }
 
     #[test]

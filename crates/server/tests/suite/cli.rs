@@ -277,3 +277,46 @@ fn shell_env_include_exclude_and_set() {
     assert_eq!(info["shell_env_include_only"], json!(["ctm_t_*", "PATH"]));
     assert_eq!(info["shell_env_exclude"], json!(["*_B"]));
 }
+
+/// `--shell-env-inherit all` passes the server's environment on, minus
+/// what looks secret by name or by value (the names the attacker's review
+/// saw reach commands, and credentials by their shape).
+#[test]
+fn secrets_in_the_environment_never_reach_commands() {
+    let ws = workspace();
+    let mut c = command(ws.path(), &["--stdio", "--shell-env-inherit", "all"]);
+    let secrets = [
+        ("DB_PASS", "hunter2hunter2"),
+        ("SMTP_PASS", "smtp-secret-1"),
+        ("GPG_PASSPHRASE", "correct horse"),
+        (
+            "SLACK_WEBHOOK_URL",
+            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX1",
+        ),
+        ("SSL_PRIVKEY", "/etc/ssl/private/k.pem"),
+        ("STRIPE_SK", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+        ("BEARER", "abc.def.ghi"),
+        ("PAYMENTS", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+        (
+            "NOTIFY",
+            "https://discord.com/api/webhooks/123456789012345678/aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+        ),
+    ];
+    for (k, v) in secrets {
+        c.env(k, v);
+    }
+    c.env("CTM_T_HARMLESS", "visible");
+    let mut s = StdioServer::start_with(&mut c);
+    let r = s.request(&call(1, "exec_command", json!({"cmd": "env"})));
+    let out = r["result"]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    assert!(out.lines().any(|l| l == "CTM_T_HARMLESS=visible"), "{out}");
+    for (k, v) in secrets {
+        assert!(
+            !out.contains(k) && !out.contains(v),
+            "{k} reached the command: {out}"
+        );
+    }
+}
