@@ -711,6 +711,10 @@ struct Inner {
     /// Set by [`ExecRuntime::shutdown`]: no command starts any more.
     closed: std::sync::atomic::AtomicBool,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
+    /// Commands past the active limit's check and not yet in `commands`
+    /// (changed only under the `commands` lock, so the check and the
+    /// reservation are one step).
+    starting: std::sync::atomic::AtomicUsize,
     rng: SystemRandom,
     /// Whether the git seal's overlay can be made here (probed once).
     seal_probe: OnceLock<Result<PathBuf, String>>,
@@ -833,6 +837,7 @@ impl ExecRuntime {
                 hidden_roots,
                 closed: std::sync::atomic::AtomicBool::new(false),
                 commands: Mutex::new(HashMap::new()),
+                starting: std::sync::atomic::AtomicUsize::new(0),
                 rng: SystemRandom::new(),
                 seal_probe: OnceLock::new(),
                 seal_lock: Arc::new(Mutex::new(())),
@@ -860,6 +865,26 @@ impl ExecRuntime {
     /// running in the background).
     pub fn active(&self) -> usize {
         self.commands().values().filter(|c| c.alive()).count()
+    }
+
+    /// Checks the active limit and takes a place under it in one step
+    /// under the pool's lock: commands being started count (60 concurrent
+    /// starts against a limit of 16 ran 17 when the check and the
+    /// registration were apart).
+    fn reserve_slot(&self, max: usize) -> Result<Slot<'_>, ExecError> {
+        use std::sync::atomic::Ordering;
+        let map = self.commands();
+        let starting = self.inner.starting.load(Ordering::SeqCst);
+        let active = map.values().filter(|c| c.alive()).count() + starting;
+        if active >= max {
+            return Err(ExecError::LimitReached { active, max });
+        }
+        self.inner.starting.fetch_add(1, Ordering::SeqCst);
+        drop(map);
+        Ok(Slot {
+            rt: self,
+            filled: false,
+        })
     }
 
     /// What the pool holds now: commands alive, commands whose output is
@@ -1224,12 +1249,9 @@ impl ExecRuntime {
             return Err(ExecError::Permission(r));
         }
         let max = self.inner.cfg.budget.max_active_commands;
-        let active = self.active();
-        if active >= max {
-            return Err(ExecError::LimitReached { active, max });
-        }
+        let slot = self.reserve_slot(max)?;
         let cmd = self.spawn(&req, cwd_handle, &env)?;
-        self.commands().insert(cmd.id.clone(), cmd.clone());
+        slot.fill(&cmd);
         // Started while the server began to shut down (after `shutdown`
         // looked at the commands): it ends now, not never. (If the process
         // exits first, the supervisor's parent-death signal ends it.)
@@ -1739,6 +1761,37 @@ impl ExecRuntime {
             .map(|c| c.pid)
             .collect();
         supervisor::kill_trees(&roots)
+    }
+}
+
+/// A place under the active limit, taken by [`ExecRuntime::reserve_slot`]:
+/// filled by the started command, or given back when the start fails.
+struct Slot<'a> {
+    rt: &'a ExecRuntime,
+    filled: bool,
+}
+
+impl Slot<'_> {
+    fn fill(mut self, cmd: &Arc<Cmd>) {
+        let mut map = self.rt.commands();
+        map.insert(cmd.id.clone(), cmd.clone());
+        self.rt
+            .inner
+            .starting
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.filled = true;
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if !self.filled {
+            let _map = self.rt.commands();
+            self.rt
+                .inner
+                .starting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }
 

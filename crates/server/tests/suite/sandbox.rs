@@ -1064,3 +1064,43 @@ fn request_permissions_accepts_what_refusals_name() {
         "{r}"
     );
 }
+
+/// 60 commands started at once (pipelined on stdio, the server starts them
+/// concurrently) against the active limit: never more running than the
+/// limit (the check and the registration were apart: 17 ran of 16).
+#[test]
+fn concurrent_starts_never_overshoot_the_active_limit() {
+    let l = layout();
+    let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
+    let max = sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]
+        ["max_active_commands"]
+        .as_u64()
+        .unwrap();
+    let t = tag(30);
+    for i in 0..60 {
+        s.send(&call(
+            100 + i,
+            "exec_command",
+            json!({"cmd": format!("sleep {t}"), "yield_time_ms": 0}),
+        ));
+    }
+    let (mut running, mut refused) = (0, 0);
+    for _ in 0..60 {
+        let r = s.recv();
+        let v = sc(&r);
+        match (v["status"].as_str(), v["error"]["code"].as_str()) {
+            (Some("running"), _) => running += 1,
+            (_, Some("COMMAND_LIMIT_REACHED")) => refused += 1,
+            _ => panic!("unexpected answer: {r}"),
+        }
+    }
+    assert!(
+        running as u64 <= max,
+        "{running} running with a limit of {max}"
+    );
+    assert_eq!(running as u64, max, "{running} running, {refused} refused");
+    assert_eq!(running + refused, 60);
+    s.close_stdin();
+    s.wait();
+    assert!(gone(&["sleep", &t]));
+}
