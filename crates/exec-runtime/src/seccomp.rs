@@ -78,6 +78,7 @@ fn always_refused() -> Vec<i64> {
 
 /// What the filter refuses, for reports.
 pub const REFUSED: &[&str] = &[
+    "every system call of x86_64's x32 ABI (numbers with the x32 bit)",
     "ioctl TIOCSTI/TIOCLINUX/TIOCCONS/TIOCSETD, file attribute flags (chattr)",
     "limits, priorities, scheduling and memory placement of other processes",
     "raw and packet sockets; with the network closed, TCP/MPTCP/SCTP stream sockets and every family but UNIX, IP datagrams and netlink",
@@ -216,7 +217,42 @@ fn build(deny_tcp: bool, local_families_only: bool) -> Result<BpfProgram, String
         arch,
     )
     .map_err(|e| e.to_string())?;
-    BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    BpfProgram::try_from(filter)
+        .map_err(|e| e.to_string())
+        .and_then(refuse_x32)
+}
+
+/// The x32 bit of a system call number (x86_64's other ABI).
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// Refuses (`EPERM`) every system call number with the x32 bit, right
+/// after the architecture check: x32 calls arrive with x86_64's audit
+/// architecture and their own numbers, so on a kernel with x32 enabled
+/// they would pass every rule above, which names native numbers
+/// (libseccomp refuses them by default too). Elsewhere no call has a
+/// number that high.
+fn refuse_x32(mut prog: BpfProgram) -> Result<BpfProgram, String> {
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20;
+    const JMP_JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    /// `offsetof(struct seccomp_data, nr)` and `arch`.
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    // seccompiler's program starts with the architecture check: load the
+    // arch, compare, kill.
+    let starts_with_arch = prog.len() > 3 && prog[0].code == LD_W_ABS && prog[0].k == ARCH;
+    if !starts_with_arch {
+        return Err("the seccomp program does not start with its architecture check".into());
+    }
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let prelude = [
+        ins(LD_W_ABS, 0, 0, NR),
+        ins(JMP_JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    ];
+    prog.splice(3..3, prelude);
+    Ok(prog)
 }
 
 /// The compiled filter (with the network closed, or open), or why there is
@@ -338,4 +374,32 @@ pub fn on_filtered_thread<T: Send + 'static>(
         .send(job)
         .ok()?;
     rx.recv().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every program refuses x32 numbers right after its architecture
+    /// check (asserted on the program: this kernel may answer ENOSYS to an
+    /// x32 call with or without the filter).
+    #[test]
+    fn x32_numbers_are_refused_first() {
+        for prog in [program(true), program(false), program_namespaced()] {
+            let Ok(prog) = prog else {
+                eprintln!("NOTE: no seccomp program on this target");
+                return;
+            };
+            assert_eq!((prog[0].code, prog[0].k), (0x20, 4), "arch load");
+            assert_eq!((prog[3].code, prog[3].k), (0x20, 0), "nr load");
+            assert_eq!(
+                (prog[4].code, prog[4].jt, prog[4].jf, prog[4].k),
+                (0x35, 0, 1, X32_SYSCALL_BIT)
+            );
+            assert_eq!(
+                (prog[5].code, prog[5].k),
+                (0x06, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32)
+            );
+        }
+    }
 }

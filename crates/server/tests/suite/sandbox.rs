@@ -1104,3 +1104,38 @@ fn concurrent_starts_never_overshoot_the_active_limit() {
     s.wait();
     assert!(gone(&["sleep", &t]));
 }
+
+/// A system call made with the x32 bit (x86_64's other ABI) is refused by
+/// the filter (EPERM) in both tiers, not passed to the kernel, whose answer
+/// (ENOSYS where x32 is off, the call itself where it is on) the filter
+/// must not depend on.
+#[test]
+fn x32_system_calls_are_refused_by_the_filter() {
+    if std::env::consts::ARCH != "x86_64" {
+        eprintln!("NOTE: x32 exists on x86_64 only; nothing to check here");
+        return;
+    }
+    let l = layout();
+    std::fs::write(
+        l.ws.join("x32.py"),
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         for name, nr in (('getpid', 39), ('mount', 165), ('ptrace', 101)):\n\
+         \x20   r = libc.syscall(0x40000000 | nr, 0, 0, 0, 0, 0)\n\
+         \x20   print(name, r, ctypes.get_errno())\n",
+    )
+    .unwrap();
+    for tier in [&[][..], LANDLOCK_TIER] {
+        let mut s = StdioServer::start(&l.ws, tier);
+        if !enforced(&mut s, "seccomp_filter") {
+            return;
+        }
+        let r = exec(&mut s, "python3 x32.py");
+        let out = sc(&r)["stdout"].as_str().unwrap_or_default().to_owned();
+        for name in ["getpid", "mount", "ptrace"] {
+            assert!(
+                out.contains(&format!("{name} -1 {}", libc::EPERM)),
+                "{tier:?}: {out} {r}"
+            );
+        }
+    }
+}
