@@ -100,6 +100,13 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // Where answers go, when it is a descriptor: looked at before each
+    // request runs, so that nothing is executed for a client that can no
+    // longer read the answers.
+    let watched = match &output {
+        Output::Fd(f) => Some(f.clone()),
+        Output::Stream(_) => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = tokio::spawn(write_lines(output, rx));
     let in_flight: InFlight = Arc::default();
@@ -133,6 +140,12 @@ where
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
+        }
+        // Nobody reads the answers any more (the writer failed, or the
+        // reading end of the output is closed): take no new request.
+        if tx.is_closed() || watched.as_deref().is_some_and(output_gone) {
+            tracing::warn!("the output is closed: no further request is taken");
+            break;
         }
         match prepare(&line, None) {
             Prepared::Reply(reply) => {
@@ -251,6 +264,22 @@ async fn read_line<R: AsyncBufRead + Unpin>(
                 Line::Read
             });
         }
+    }
+}
+
+/// Whether the reading end of `out` is gone: a pipe whose reader closed
+/// reports `POLLERR`, a socket `POLLHUP` (a poll for nothing, which never
+/// blocks; a terminal or a file reports neither).
+fn output_gone(out: &std::fs::File) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut fds = [PollFd::new(out, PollFlags::empty())];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(n) if n > 0 => fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP),
+        _ => false,
     }
 }
 

@@ -407,3 +407,58 @@ fn a_client_that_never_reads_cannot_make_answers_pile_up() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A client that closed its end of our stdout but keeps writing gets
+/// nothing executed: its requests are not taken, and the server ends.
+#[test]
+fn nothing_runs_for_a_client_that_stopped_reading() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let ws = workspace();
+    let mut child = command(ws.path(), &["--stdio", "--permission-mode", "trusted"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reading end of the server's stdout, closed before any answer.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let marker = ws.path().join("ran.txt");
+    let mut lines = String::new();
+    for id in 1..=3 {
+        lines.push_str(
+            &call(
+                id,
+                "exec_command",
+                json!({"cmd": format!("echo {id} >> ran.txt")}),
+            )
+            .to_string(),
+        );
+        lines.push('\n');
+    }
+    // Written whether or not the server still reads (it may have gone).
+    let _ = stdin.write_all(lines.as_bytes());
+    let _ = stdin.flush();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !marker.exists(),
+        "a request ran for a client that cannot read its answer: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    assert!(
+        status.is_some(),
+        "the server kept running with its output closed"
+    );
+}
