@@ -113,7 +113,10 @@ pub fn read_file(
         Kind::Other => return Err(FsError::NotRegular(shown)),
     }
     let cache = ws.line_cache();
-    let id = Identity::of(&file);
+    // Positions are cached, and used, only for a file nobody has open for
+    // writing: a writable shared mapping changes the content without
+    // moving the file's times (issue 33, item 3).
+    let id = Identity::of(&file).filter(|_| nobody_writes(&file));
     let mut reader = BufReader::with_capacity(READ_BUFFER, file);
     let io = |e: std::io::Error| FsError::io(&shown, e);
     {
@@ -443,6 +446,35 @@ impl LineCache {
         files.insert(0, known);
         files.truncate(CACHED_FILES);
     }
+}
+
+/// Whether no process has `file` open for writing, a writable shared
+/// mapping included: a read lease can be taken (and is given back at once)
+/// only then. A lease break would signal us: that signal is `SIGURG`,
+/// whose default is to be ignored (the default `SIGIO` would end the
+/// process). Unknown (not the file's owner, a file system without leases)
+/// counts as written.
+fn nobody_writes(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    /// `F_SETSIG` on Linux (every architecture).
+    const F_SETSIG: libc::c_int = 10;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function borrows; no memory is
+    // passed.
+    #[expect(
+        unsafe_code,
+        reason = "fcntl(F_SETSIG/F_SETLEASE) has no safe wrapper here"
+    )]
+    unsafe {
+        if libc::fcntl(fd, F_SETSIG, libc::SIGURG) != 0 {
+            return false;
+        }
+        if libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) != 0 {
+            return false;
+        }
+        libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+    }
+    true
 }
 
 /// Whether `offset` is the first byte of a line: the byte before it is a

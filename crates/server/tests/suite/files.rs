@@ -1061,3 +1061,62 @@ fn view_image_refuses_a_decompression_bomb_from_its_header() {
     let r = s.request(&call(2, "list_files", json!({})));
     assert_eq!(r["result"]["structuredContent"]["ok"], true);
 }
+
+/// A file changed in place through a writable shared mapping keeps its size
+/// and, for pages already dirty, its times: read_file must not take line
+/// positions or totals it learned before from such a file (issue 33, item
+/// 3: it served a wrong line 101 and total_lines 400 for a 200-line file).
+#[test]
+fn a_file_changed_through_a_mapping_is_never_served_from_stale_positions() {
+    use std::io::{BufRead, Write};
+    use std::process::{Command, Stdio};
+    let ws = workspace();
+    let path = ws.path().join("mapped.txt");
+    // 400 lines of 10 bytes; later 200 lines of 20 bytes: the same size.
+    let old: String = (1..=400).map(|i| format!("old {i:05}\n")).collect();
+    let new: String = (1..=200).map(|i| format!("new line {i:010}\n")).collect();
+    assert_eq!(old.len(), new.len());
+    std::fs::write(&path, &old).unwrap();
+    // A process that maps the file writable, dirties it, and rewrites it
+    // through the mapping when told to.
+    let mut writer = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import mmap, sys\nf = open({p:?}, 'r+b')\nm = mmap.mmap(f.fileno(), 0)\nm[0:1] = b'o'\nprint('mapped', flush=True)\nsys.stdin.readline()\nm[:] = {new:?}.encode()\nprint('rewritten', flush=True)\nsys.stdin.readline()\n",
+            p = path.display().to_string(),
+            new = new,
+        ))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(writer.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "mapped");
+    // Settled (the cache takes nothing changed within the last second).
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let read = |s: &mut StdioServer, id: i64, args: Value| {
+        let r = s.request(&call(id, "read_file", args));
+        r["result"]["structuredContent"].clone()
+    };
+    let first = read(&mut s, 1, json!({"path": "mapped.txt", "max_lines": 100}));
+    assert_eq!(first["total_lines"], 400, "{first}");
+    let mut stdin = writer.stdin.take().unwrap();
+    writeln!(stdin).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "rewritten");
+    let page = read(&mut s, 2, json!({"path": "mapped.txt", "start_line": 101}));
+    writeln!(stdin).unwrap();
+    let _ = writer.wait();
+    assert_eq!(page["total_lines"], 200, "{page}");
+    let content = page["content"].as_str().unwrap_or_default();
+    assert!(
+        content.starts_with("new line 0000000101\n"),
+        "line 101 of the file as it is now: {page}"
+    );
+    assert!(content.ends_with("new line 0000000200\n"), "{page}");
+    assert!(!content.contains("0000000250"), "{page}");
+}
