@@ -52,8 +52,14 @@ pub fn run(_args: &[String]) -> Result<()> {
         std::fs::write(ws.join("route.txt"), format!("{name}\n"))?;
         let trace = scratch.path().join(format!("trace-{name}.jsonl"));
         let trace_arg = trace.to_string_lossy().into_owned();
-        let (child, url) =
-            start_http(&binary, &ws, &["--trace-file", &trace_arg], &[(TRUST, "1")])?;
+        // nginx's workers run as another account (nobody, when started as
+        // root): a backend without a token serves them only when allowed.
+        let (child, url) = start_http(
+            &binary,
+            &ws,
+            &["--trace-file", &trace_arg, "--allow-other-users"],
+            &[(TRUST, "1")],
+        )?;
         running.0.push(child);
         routes.push(Route {
             name,

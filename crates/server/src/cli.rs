@@ -154,6 +154,11 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_NETWORK", value_parser = truthy_parser())]
     pub allow_network: bool,
 
+    /// Over HTTP without authentication, serve loopback clients of other
+    /// local accounts too (by default only this user's)
+    #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_OTHER_USERS", value_parser = truthy_parser())]
+    pub allow_other_users: bool,
+
     /// Serve view_image (on by default; CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0 removes it)
     #[arg(
         long,
@@ -322,6 +327,8 @@ pub struct Config {
     pub generated_token: bool,
     pub permission_mode: PermissionMode,
     pub allow_network: bool,
+    /// Loopback clients of other local accounts are served without a token.
+    pub allow_other_users: bool,
     pub view_image: bool,
     pub dangerously_skip_all_permissions: bool,
     pub fake_readonly_annotations: bool,
@@ -570,6 +577,7 @@ impl Cli {
             require_git_seal: self.require_git_seal,
             permission_mode: mode,
             allow_network: self.allow_network,
+            allow_other_users: self.allow_other_users,
             view_image: self.enable_view_image,
             dangerously_skip_all_permissions: self.dangerously_skip_all_permissions,
             fake_readonly_annotations: self.dangerously_fake_readonly_annotations,

@@ -480,8 +480,61 @@ async fn run(
             });
         }
     };
-    ctm_transport_http::serve(dispatcher, config, listener, shutdown).await?;
+    let (peers, said) = loopback_clients(&server.config);
+    match peers {
+        ctm_transport_http::PeerPolicy::SameUser { .. } => {
+            tracing::info!("HTTP without authentication: {said}");
+        }
+        _ if server.config.auth_token.is_none()
+            && !server.config.oauth_mode
+            && server.config.oauth_issuer.is_none() =>
+        {
+            tracing::warn!(
+                "HTTP without authentication: {said}; every local account that connects runs commands as this user (require a token: --auth-token-file)"
+            );
+        }
+        _ => {}
+    }
+    ctm_transport_http::serve_with_peers(dispatcher, config, listener, shutdown, peers).await?;
     Ok(stopped.get().copied())
+}
+
+/// Which local accounts the HTTP transport serves, and the words for it
+/// (`server_info.auth.local_users`): without authentication, only this
+/// user's loopback clients, where the kernel tells a connection's owner
+/// (another account on a shared host would otherwise run commands as this
+/// user), unless the operator allows everyone.
+pub(crate) fn loopback_clients(
+    cfg: &cli::Config,
+) -> (ctm_transport_http::PeerPolicy, &'static str) {
+    use ctm_transport_http::PeerPolicy;
+    if cfg.stdio {
+        return (
+            PeerPolicy::Anyone,
+            "the client that started the server (stdio)",
+        );
+    }
+    if cfg.auth_token.is_some() || cfg.oauth_mode || cfg.oauth_issuer.is_some() {
+        return (PeerPolicy::Anyone, "any client with a valid token");
+    }
+    if cfg.allow_other_users {
+        return (
+            PeerPolicy::Anyone,
+            "any local account (--allow-other-users)",
+        );
+    }
+    if !ctm_transport_http::peer_owner_known() {
+        return (
+            PeerPolicy::Anyone,
+            "any local account (the owner of a loopback connection cannot be told on this host)",
+        );
+    }
+    (
+        PeerPolicy::SameUser {
+            uid: rustix::process::geteuid().as_raw(),
+        },
+        "this user's loopback clients only",
+    )
 }
 
 /// The OAuth server from the environment. The one secret ever printed: a

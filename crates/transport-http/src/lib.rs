@@ -43,6 +43,7 @@ mod issuer;
 mod length;
 mod observe;
 mod origin;
+mod peers;
 mod service;
 mod stall;
 mod throttle;
@@ -53,6 +54,8 @@ pub use issuer::{
 };
 pub use observe::{Exposition, HttpMetrics, MetricsSink};
 pub use origin::is_loopback_origin;
+pub use peers::{PeerPolicy, loopback_peer_uid, peer_owner_known};
 pub use service::{
     BUDGET_HEADER, CardSource, EventSink, HEALTH_PATH, HttpConfig, METRICS_PATH, serve,
+    serve_with_peers,
 };

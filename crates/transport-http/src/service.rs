@@ -23,6 +23,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
+use crate::peers::PeerPolicy;
 use crate::stall::WriteDeadline;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -169,6 +170,18 @@ pub async fn serve<D: Dispatcher>(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_with_peers(dispatcher, config, listener, shutdown, PeerPolicy::Anyone).await
+}
+
+/// [`serve`], admitting only the connections `peers` allows: a refused one
+/// is answered `403` (`other_user`) and closed before anything is read.
+pub async fn serve_with_peers<D: Dispatcher>(
+    dispatcher: Arc<D>,
+    config: HttpConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    peers: PeerPolicy,
+) -> std::io::Result<()> {
     let grace = config.shutdown_grace;
     let configured = config.public_base_url.as_deref().and_then(|u| {
         let c = Configured::parse(u);
@@ -214,6 +227,14 @@ pub async fn serve<D: Dispatcher>(
                         continue;
                     }
                 };
+                if !peers.admits(peer, stream.local_addr().unwrap_or(bound)) {
+                    tracing::warn!("{peer}: a loopback connection of another local user refused (--allow-other-users serves it)");
+                    refuse_other_user(stream);
+                    if let Some(m) = &state.config.metrics {
+                        m.0.response(StatusCode::FORBIDDEN.as_u16());
+                    }
+                    continue;
+                }
                 let Some(permit) = per_ip.acquire(peer.ip(), state.config.max_connections_per_ip) else {
                     tracing::debug!("{peer}: too many connections from this address");
                     too_many_connections(stream);
@@ -278,6 +299,21 @@ fn too_many_connections(stream: tokio::net::TcpStream) {
     .to_string();
     let head = format!(
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\ncache-control: no-store\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(head.as_bytes());
+}
+
+/// Answers a connection of another local user `403` and closes it,
+/// without reading from it.
+fn refuse_other_user(stream: tokio::net::TcpStream) {
+    let body = refusal(
+        "This server serves only its own user's clients on loopback; another local account connected. The operator can allow that with --allow-other-users or require a token (--auth-token-file)",
+        "other_user",
+    )
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncache-control: no-store\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.try_write(head.as_bytes());

@@ -163,6 +163,9 @@ tool_result! {
         bearer: bool,
         oauth: bool,
         applies_to: &'static str,
+        /// Which local accounts the server serves (HTTP without a token:
+        /// this user's loopback clients only, unless allowed).
+        local_users: &'static str,
     }
 }
 
@@ -372,6 +375,7 @@ pub fn run(server: &Server) -> ToolSuccess {
             } else {
                 "POST /mcp"
             },
+            local_users: crate::loopback_clients(cfg).1,
         },
         auth_enabled,
         dangerously_skip_all_permissions: cfg.dangerously_skip_all_permissions,

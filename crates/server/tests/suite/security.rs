@@ -564,3 +564,165 @@ fn one_resolver_every_tool_gives_the_same_verdict() {
         "{verdicts:?}"
     );
 }
+
+/// Two real local accounts, made for this test and removed after.
+struct Accounts(Vec<String>);
+
+impl Accounts {
+    fn make(n: usize) -> Option<Self> {
+        let mut made = Self(Vec::new());
+        for i in 0..n {
+            let name = format!("ctm{}u{i}", std::process::id() % 100_000);
+            let ok = std::process::Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                ])
+                .arg(&name)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                return None;
+            }
+            made.0.push(name);
+        }
+        Some(made)
+    }
+
+    fn uid(&self, i: usize) -> u32 {
+        let out = std::process::Command::new("id")
+            .args(["-u", &self.0[i]])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    fn as_user(&self, i: usize, program: &str) -> std::process::Command {
+        let uid = self.uid(i);
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+            "--".into(),
+            program.into(),
+        ]);
+        c
+    }
+}
+
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = std::process::Command::new("userdel").arg(name).status();
+        }
+    }
+}
+
+/// Over HTTP without a token, only the server's own user's loopback
+/// clients are served; another local account is refused `403`
+/// (`other_user`) before anything runs, unless the operator allows it with
+/// `--allow-other-users` (issue 33, item 1: `nobody` ran commands as the
+/// developer). Run with two accounts the test makes: one runs the server,
+/// the other is the intruder.
+#[test]
+fn another_local_account_cannot_drive_an_unauthenticated_server() {
+    use std::os::unix::fs::PermissionsExt;
+    if !super::sandbox::is_root() {
+        eprintln!(
+            "NOTE: not root: the accounts of this test cannot be made; nothing is checked here"
+        );
+        return;
+    }
+    let Some(users) = Accounts::make(2) else {
+        eprintln!("NOTE: useradd failed here; nothing is checked");
+        return;
+    };
+    // The binary and a workspace where the server's account can reach them.
+    let dir = tempfile::Builder::new()
+        .prefix("ctm-peers-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("coding-tools-mcp");
+    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let owner = users.uid(0);
+    std::os::unix::fs::chown(&ws, Some(owner), Some(owner)).unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "exec_command", "arguments": {"cmd": "echo ran >> planted_by_other_user.txt"}}});
+    let post_as = |user: usize, url: &str| -> (u16, String) {
+        let out = users
+            .as_user(user, "curl")
+            .args([
+                "-s",
+                "-m",
+                "10",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "-X",
+                "POST",
+            ])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-H", "Accept: application/json, text/event-stream"])
+            .args(["-d", &ping.to_string()])
+            .arg(format!("{url}/mcp"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or((&text, "0"));
+        (code.trim().parse().unwrap_or(0), body.to_owned())
+    };
+    for allow in [false, true] {
+        let mut cmd = users.as_user(0, bin.to_str().unwrap());
+        cmd.arg("--workspace")
+            .arg(&ws)
+            .args(["--port", "0", "--permission-mode", "trusted"]);
+        if allow {
+            cmd.arg("--allow-other-users");
+        }
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CODING_TOOLS_MCP_") {
+                cmd.env_remove(k);
+            }
+        }
+        let s = HttpServer::start_with(&mut cmd);
+        let url = format!("http://{}", s.addr);
+        let planted = ws.join("planted_by_other_user.txt");
+        let _ = std::fs::remove_file(&planted);
+        let (code, body) = post_as(1, &url);
+        if allow {
+            assert_eq!(code, 200, "{body}");
+            assert!(planted.exists(), "allowed, the other account's command ran");
+        } else {
+            assert_eq!(code, 403, "{body}");
+            assert!(body.contains("other_user"), "{body}");
+            assert!(!planted.exists(), "another account's command ran");
+        }
+        // The server's own user is served either way.
+        let (code, body) = post_as(0, &url);
+        assert_eq!(code, 200, "{body}");
+        drop(s);
+    }
+    // What server_info says, for a server of the test's own user.
+    let own = tempfile::tempdir().unwrap();
+    for (args, said) in [
+        (&[][..], "this user's loopback clients only"),
+        (
+            &["--allow-other-users"][..],
+            "any local account (--allow-other-users)",
+        ),
+    ] {
+        let s = HttpServer::start(own.path(), args);
+        let r = s.post(&call(2, "server_info", json!({})), &[]).json();
+        assert_eq!(
+            r["result"]["structuredContent"]["auth"]["local_users"], said,
+            "{r}"
+        );
+    }
+}
