@@ -122,6 +122,22 @@ pub fn run_command_line() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The built-in authorization server's issuer and the audience of the
+    // tokens it mints are this server's public URL: behind a trusted proxy
+    // without a configured URL, a client's forwarded headers would choose
+    // them (a token minted for another backend sharing the token secret).
+    let trusted_proxy_without_url = std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
+        .is_ok_and(|v| cli::truthy(&v))
+        && std::env::var("CODING_TOOLS_MCP_SERVER_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .is_none();
+    if config.oauth_mode && !config.stdio && trusted_proxy_without_url {
+        eprintln!(
+            "coding-tools-mcp: error: --oauth-mode behind a trusted proxy (CODING_TOOLS_MCP_TRUST_PROXY_HEADERS) needs CODING_TOOLS_MCP_SERVER_URL: the issuer and the audience of the tokens this server mints must be its public URL, not one a request's forwarded headers name"
+        );
+        return ExitCode::from(2);
+    }
     let oauth = match (config.oauth_mode, config.stdio) {
         (true, false) => match oauth_server() {
             Ok(o) => Some(o),
@@ -136,14 +152,7 @@ pub fn run_command_line() -> ExitCode {
         // The audience tokens are checked against must be the operator's,
         // not a name a request's forwarded headers choose: one issuer signs
         // for many resources, and a client could pick another's.
-        (Some(_), false)
-            if std::env::var("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS")
-                .is_ok_and(|v| cli::truthy(&v))
-                && std::env::var("CODING_TOOLS_MCP_SERVER_URL")
-                    .ok()
-                    .filter(|u| !u.is_empty())
-                    .is_none() =>
-        {
+        (Some(_), false) if trusted_proxy_without_url => {
             eprintln!(
                 "coding-tools-mcp: error: --oauth-issuer behind a trusted proxy (CODING_TOOLS_MCP_TRUST_PROXY_HEADERS) needs CODING_TOOLS_MCP_SERVER_URL: the token audience must be this server's public URL, not one a request's headers name"
             );

@@ -1,9 +1,11 @@
 //! Behind a reverse proxy (issue 20, item 3): with
 //! `CODING_TOOLS_MCP_TRUST_PROXY_HEADERS`, `X-Forwarded-Proto`, `-Host` and
-//! `-Prefix` (or `Forwarded`) shape the canonical URL of the OAuth metadata,
-//! the `401` challenge, the server card and the token audience, and the
-//! Origin check accepts the public origin; without the flag, forged headers
-//! change nothing. The same with nginx in front: `cargo xtask proxy`.
+//! `-Prefix` (or `Forwarded`) shape the canonical URL of the server card and
+//! the `401` challenge, and the Origin check accepts the public origin; with
+//! OAuth (built in or external) the public URL must be configured
+//! (`CODING_TOOLS_MCP_SERVER_URL`) and headers never choose the issuer or
+//! the token audience; without the flag, forged headers change nothing. The
+//! same with nginx in front: `cargo xtask proxy`.
 
 use serde_json::json;
 
@@ -11,6 +13,8 @@ use super::harness::*;
 use super::oauth::{call_with, mint, now, start};
 
 const TRUST: (&str, &str) = ("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS", "1");
+/// The public URL an OAuth server behind a trusted proxy must be given.
+const URL: (&str, &str) = ("CODING_TOOLS_MCP_SERVER_URL", PUBLIC);
 const PRM: &str = "/.well-known/oauth-protected-resource";
 const ASM: &str = "/.well-known/oauth-authorization-server";
 const CARD: &str = "/.well-known/mcp.json";
@@ -79,7 +83,7 @@ fn forged_forwarded_headers_are_ignored_without_the_flag() {
 
 #[test]
 fn trusted_proxy_headers_shape_metadata_challenge_and_card() {
-    let s = start(&[TRUST]);
+    let s = start(&[TRUST, URL]);
     let prm = s.raw_request("GET", PRM, &ALPHA, None).json();
     assert_eq!(prm["resource"], format!("{PUBLIC}/mcp"));
     assert_eq!(prm["authorization_servers"], json!([PUBLIC]));
@@ -130,29 +134,37 @@ fn trusted_proxy_headers_shape_metadata_challenge_and_card() {
     assert!(html.contains("action=\"authorize\""), "{html}");
 }
 
+/// Behind a trusted proxy the OAuth server is given its public URL
+/// (`CODING_TOOLS_MCP_SERVER_URL`, required at start): the token audience
+/// is that URL, whatever a request's forwarded headers name, so a client
+/// cannot have tokens minted for another backend of the same proxy.
 #[test]
-fn token_audience_is_the_public_url_prefix_included() {
-    let s = start(&[TRUST]);
+fn token_audience_is_the_configured_public_url() {
+    let s = start(&[TRUST, URL]);
     let far = now() + 600;
     let alpha = mint(&format!("{PUBLIC}/mcp"), far);
     assert_eq!(post_call(&s, &with_token(&alpha, &ALPHA)).status, 200);
-    // The same proxy's other route is another resource.
+    // The same proxy's other route is another resource: its tokens are
+    // refused here, whichever prefix the headers claim.
     let beta = [
         ("X-Forwarded-Host", "proxy.example:8443"),
         ("X-Forwarded-Proto", "https"),
         ("X-Forwarded-Prefix", "/w/beta"),
     ];
-    assert_eq!(post_call(&s, &with_token(&alpha, &beta)).status, 401);
-    // Reached directly, the server is its bound socket, not the public URL.
-    assert_eq!(call_with(&s, &alpha).status, 401);
+    let beta_token = mint("https://proxy.example:8443/w/beta/mcp", far);
+    assert_eq!(post_call(&s, &with_token(&beta_token, &ALPHA)).status, 401);
+    assert_eq!(post_call(&s, &with_token(&beta_token, &beta)).status, 401);
+    // The metadata names the configured URL whatever the prefix claims.
+    let asm = s.raw_request("GET", ASM, &beta, None).json();
+    assert_eq!(asm["issuer"], PUBLIC, "{asm}");
+    // A token for the bound socket is not this public server's.
     let direct = mint(&format!("http://{}/mcp", s.addr), far);
-    assert_eq!(call_with(&s, &direct).status, 200);
     assert_eq!(post_call(&s, &with_token(&direct, &ALPHA)).status, 401);
 }
 
 #[test]
 fn origin_is_checked_against_the_public_origin() {
-    let s = start(&[TRUST]);
+    let s = start(&[TRUST, URL]);
     let token = mint(&format!("{PUBLIC}/mcp"), now() + 600);
     let with_origin = |origin: &str, fwd: &[(&'static str, &'static str)]| {
         let mut h = with_token(&token, fwd);
@@ -168,12 +180,8 @@ fn origin_is_checked_against_the_public_origin() {
     ] {
         assert_eq!(with_origin(foreign, &ALPHA), 403, "{foreign}");
     }
-    // Loopback origins stay allowed; the public origin needs the proxy's view.
+    // Loopback origins stay allowed.
     assert_eq!(with_origin("http://localhost:3000", &ALPHA), 200);
-    let direct = mint(&format!("http://{}/mcp", s.addr), now() + 600);
-    let mut h = with_token(&direct, &[]);
-    h.push(("Origin".into(), "https://proxy.example:8443".into()));
-    assert_eq!(post_call(&s, &h).status, 403);
     // Without the flag the same request is a foreign origin.
     let off = start(&[]);
     let mut h = with_token(
@@ -184,10 +192,23 @@ fn origin_is_checked_against_the_public_origin() {
     assert_eq!(post_call(&off, &h).status, 403);
 }
 
+/// A server behind a trusted proxy without OAuth (its card names the
+/// public URL the headers give): the client-facing hop wins, and malformed
+/// values are refused.
 #[test]
 fn first_hop_wins_and_malformed_values_are_refused() {
-    let s = start(&[TRUST]);
-    let issuer = |h: &[(&str, &str)]| s.raw_request("GET", ASM, h, None).json()["issuer"].clone();
+    let ws = workspace();
+    let mut cmd = command(ws.path(), &["--port", "0"]);
+    cmd.env(TRUST.0, TRUST.1);
+    let s = HttpServer::start_with(&mut cmd);
+    let issuer = |h: &[(&str, &str)]| {
+        let card = s.raw_request("GET", CARD, h, None).json();
+        let url = card["transport"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        url.trim_end_matches("/mcp").to_owned()
+    };
     // Several hops, in one line or several: the client-facing one.
     assert_eq!(
         issuer(&[
@@ -233,7 +254,7 @@ fn first_hop_wins_and_malformed_values_are_refused() {
         [("X-Forwarded-Prefix", "/w\"x")],
         [("X-Forwarded-Prefix", "//evil.example")],
     ] {
-        let r = s.raw_request("GET", ASM, &bad, None);
+        let r = s.raw_request("GET", CARD, &bad, None);
         assert_eq!(r.status, 400, "{bad:?}");
         assert_eq!(
             r.json()["error"]["data"]["reason"],
@@ -287,6 +308,27 @@ fn an_external_issuer_behind_a_trusted_proxy_needs_the_server_url() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("CODING_TOOLS_MCP_SERVER_URL"),
+        "{out:?}"
+    );
+}
+
+/// The same for the built-in authorization server (`--oauth-mode`): its
+/// issuer and the audience of the tokens it mints would otherwise follow a
+/// client's `X-Forwarded-Host`/`X-Forwarded-Prefix`.
+#[test]
+fn oauth_mode_behind_a_trusted_proxy_needs_the_server_url() {
+    let ws = workspace();
+    let out = command(ws.path(), &["--port", "0", "--oauth-mode"])
+        .env(TRUST.0, TRUST.1)
+        .env("CODING_TOOLS_MCP_OAUTH_PASSWORD", "a-password-for-the-test")
+        .env_remove("CODING_TOOLS_MCP_SERVER_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--oauth-mode") && err.contains("CODING_TOOLS_MCP_SERVER_URL"),
         "{out:?}"
     );
 }
