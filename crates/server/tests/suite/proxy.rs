@@ -10,7 +10,7 @@
 use serde_json::json;
 
 use super::harness::*;
-use super::oauth::{call_with, mint, now, start};
+use super::oauth::{mint, now, start};
 
 const TRUST: (&str, &str) = ("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS", "1");
 /// The public URL an OAuth server behind a trusted proxy must be given.
