@@ -982,8 +982,13 @@ fn tokens_are_bound_to_the_canonical_url_not_the_host() {
     assert_eq!(r.json()["resource"], "https://c.example/mcp");
     assert_eq!(with_host(&c, "GET", PRM, "d.example", None).status, 403);
 
-    // Behind a trusted proxy, X-Forwarded-Host names the server.
-    let d = start(&[("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS", "1")]);
+    // Behind a trusted proxy the server is given its public URL (required
+    // with OAuth: see suite::proxy), and the proxy's X-Forwarded-Host names
+    // that host.
+    let d = start(&[
+        ("CODING_TOOLS_MCP_TRUST_PROXY_HEADERS", "1"),
+        ("CODING_TOOLS_MCP_SERVER_URL", "https://d.example"),
+    ]);
     let asm = d
         .raw_request(
             "GET",
