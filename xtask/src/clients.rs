@@ -49,10 +49,7 @@ pub fn run(_args: &[String]) -> Result<()> {
         phase(&format!(
             "{name} with a scripted model: which tools its model is given, what each result hands it"
         ));
-        let report = target_dir().join(format!(
-            "clients-{}.json",
-            script.trim_end_matches(".py")
-        ));
+        let report = target_dir().join(format!("clients-{}.json", script.trim_end_matches(".py")));
         run_cmd(
             Command::new(&python)
                 .arg(root().join("tests/clients").join(script))
