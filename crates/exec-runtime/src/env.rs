@@ -94,18 +94,82 @@ pub const SECRET_VALUE_PREFIXES: &[&str] = &[
     "ya29.",
 ];
 
+/// Variables a caller may not set for a command (outside dangerous mode):
+/// each makes a program run code it names (git's config from the
+/// environment can set `core.fsmonitor`; a JVM option can load an agent),
+/// which the command line's gates would have refused written out.
+const STEERING_VARS: &[&str] = &[
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_TEMPLATE_DIR",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "PERLLIB",
+    "NODE_PATH",
+    "PYTHONHOME",
+    "LESSOPEN",
+    "LESSCLOSE",
+];
+
+/// Whether a caller-set variable makes a program run code it names (see
+/// [`STEERING_VARS`]; also git's `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`).
+pub fn steers_programs(name: &str) -> bool {
+    STEERING_VARS.contains(&name)
+        || LOADER_VARS.contains(&name)
+        || name.starts_with("GIT_CONFIG_KEY_")
+        || name.starts_with("GIT_CONFIG_VALUE_")
+        || name.starts_with("DYLD_")
+}
+
+/// Names (prefixes) that carry a secret word but no secret: git's author
+/// and its `GIT_CONFIG_KEY_<n>` (dropping a key but not its value breaks
+/// every git command), and settings that merely mention a session or a
+/// tokenizer.
+pub const NOT_SECRET_NAME_PREFIXES: &[&str] = &[
+    "GIT_AUTHOR_",
+    "GIT_CONFIG_KEY_",
+    "GIT_CONFIG_COUNT",
+    "TOKENIZERS_",
+    "XDG_SESSION_",
+    "PASSWORD_STORE_DIR",
+];
+
 /// A name or value that looks secret, or a variable that loads code.
 pub fn is_sensitive(name: &str, value: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    let secret_name = SECRET_NAME_WORDS.iter().any(|w| n.contains(w))
-        || n.split(['_', '-'])
-            .any(|part| SECRET_NAME_PARTS.contains(&part))
-        || n.ends_with("_key")
-        || n.ends_with("pass");
+    let upper = name.to_ascii_uppercase();
+    let named_harmless = NOT_SECRET_NAME_PREFIXES
+        .iter()
+        .any(|p| upper.starts_with(p));
+    let secret_name = !named_harmless
+        && (SECRET_NAME_WORDS.iter().any(|w| n.contains(w))
+            || n.split(['_', '-'])
+                .any(|part| SECRET_NAME_PARTS.contains(&part))
+            || n.ends_with("_key")
+            || n.ends_with("pass"));
     let loader = LOADER_VARS.contains(&name) || name.starts_with("DYLD_");
     let v = value.trim();
     let secret_value = url_carries_secret(v)
-        || v.starts_with("-----BEGIN") && v.contains("PRIVATE KEY")
+        // A key anywhere in the value (a service account's JSON), or
+        // base64 of one (`-----BEGIN` encodes as `LS0tLS1CRUdJTi`).
+        || v.contains("-----BEGIN") && v.contains("PRIVATE KEY")
+        || v.starts_with("LS0tLS1CRUdJTi")
+        // Connection strings and authorization headers.
+        || ["AccountKey=", "SharedAccessKey=", "SharedAccessSignature="]
+            .iter()
+            .any(|k| v.contains(k))
+        || ["Bearer ", "Basic "]
+            .iter()
+            .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
         || SECRET_VALUE_PREFIXES
             .iter()
             .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
@@ -133,10 +197,14 @@ fn url_carries_secret(v: &str) -> bool {
     }
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    if authority
-        .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-    {
+    // A password, or a token as the user (`https://ghp_...@github.com`).
+    if authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
+        userinfo.contains(':')
+            || token_like(userinfo)
+            || SECRET_VALUE_PREFIXES
+                .iter()
+                .any(|p| userinfo.starts_with(p))
+    }) {
         return true;
     }
     let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
@@ -157,16 +225,16 @@ fn url_carries_secret(v: &str) -> bool {
 }
 
 /// A path segment that is a token: 24 or more characters of `[A-Za-z0-9_-]`
-/// mixing letters and digits, and not all hexadecimal (a commit id or a
-/// content hash in a URL is not a secret).
+/// mixing lower and upper case letters and digits (so not a commit id, a
+/// content hash or a lower-case feed name in a URL).
 fn token_like(seg: &str) -> bool {
     seg.len() >= 24
         && seg
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         && seg.bytes().any(|b| b.is_ascii_digit())
-        && seg.bytes().any(|b| b.is_ascii_alphabetic())
-        && !seg.bytes().all(|b| b.is_ascii_hexdigit())
+        && seg.bytes().any(|b| b.is_ascii_lowercase())
+        && seg.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 /// Three base64url parts, the first a JSON header (`eyJ`).
@@ -480,7 +548,7 @@ mod tests {
             ),
             (
                 "HOOK",
-                "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX1",
+                "https://hooks.slack.com/services/T00000000/B00000000/pdFZKVeTuE8sk7oOcBrzbqgy",
             ),
             (
                 "DISCORD",
@@ -492,6 +560,20 @@ mod tests {
                 "https://acct.blob.core.windows.net/c/f?sv=2020&sig=abcdef",
             ),
             ("DATABASE_URL", "postgres://u:pw@db/x"),
+            (
+                "REPO",
+                "https://ghp_abcdefghijklmnopqrstuvwxyz0123@github.com/o/r.git",
+            ),
+            (
+                "SA_JSON",
+                "{\"type\": \"service_account\", \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMII\"}",
+            ),
+            ("CERT_B64", "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t"),
+            (
+                "STORAGE",
+                "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc123==;EndpointSuffix=x",
+            ),
+            ("HEADER", "Bearer abcdefghijklmnop"),
         ] {
             assert!(is_sensitive(name, value), "{name}={value}");
         }
@@ -512,6 +594,18 @@ mod tests {
             ("DOCS", "https://docs.rs/tokio/latest/tokio/index.html"),
             ("NODE_ENV", "production"),
             ("SKIP", "sk-short"),
+            ("GIT_AUTHOR_NAME", "A U Thor"),
+            ("GIT_AUTHOR_EMAIL", "a@example.org"),
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "user.name"),
+            ("GIT_CONFIG_VALUE_0", "x"),
+            ("TOKENIZERS_PARALLELISM", "false"),
+            ("XDG_SESSION_TYPE", "tty"),
+            ("PASSWORD_STORE_DIR", "/home/u/.password-store"),
+            (
+                "PIP_INDEX_URL",
+                "https://pkgs.dev.azure.com/org/_packaging/python-internal-feed2024/pypi/simple/",
+            ),
         ] {
             assert!(!is_sensitive(name, value), "{name}={value}");
         }

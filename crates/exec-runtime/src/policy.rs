@@ -298,7 +298,7 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
         }
     };
     for (k, v) in caller_env {
-        if crate::env::is_sensitive(k, v) {
+        if crate::env::is_sensitive(k, v) || crate::env::steers_programs(k) {
             add(Permission::SensitiveEnv, format!("env {k}"), None);
         }
     }

@@ -122,6 +122,20 @@ pub fn run_command_line() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A public URL that is none is refused, not ignored: ignored, the
+    // names a request gives would stand in for it (the issuer and audience
+    // of tokens among them).
+    if let Some(url) = std::env::var("CODING_TOOLS_MCP_SERVER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        && !config.stdio
+        && !ctm_transport_http::is_public_base_url(&url)
+    {
+        eprintln!(
+            "coding-tools-mcp: error: CODING_TOOLS_MCP_SERVER_URL={url:?} is not an http(s)://host[:port][/path] URL"
+        );
+        return ExitCode::from(2);
+    }
     // The built-in authorization server's issuer and the audience of the
     // tokens it mints are this server's public URL: behind a trusted proxy
     // without a configured URL, a client's forwarded headers would choose

@@ -54,7 +54,14 @@ pub use issuer::{
 };
 pub use observe::{Exposition, HttpMetrics, MetricsSink};
 pub use origin::is_loopback_origin;
-pub use peers::{PeerPolicy, loopback_peer_uid, peer_owner_known};
+
+/// Whether `url` is one [`HttpConfig::public_base_url`] can be
+/// (`http(s)://host[:port][/path]`); a server refuses to start with
+/// another rather than fall back to names a request gives.
+pub fn is_public_base_url(url: &str) -> bool {
+    host::Configured::parse(url).is_some()
+}
+pub use peers::{PeerPolicy, PeerSocket, loopback_peer, loopback_peer_uid, peer_owner_known};
 pub use service::{
     BUDGET_HEADER, CardSource, EventSink, HEALTH_PATH, HttpConfig, METRICS_PATH, serve,
     serve_with_peers,

@@ -291,7 +291,7 @@ fn secrets_in_the_environment_never_reach_commands() {
         ("GPG_PASSPHRASE", "correct horse"),
         (
             "SLACK_WEBHOOK_URL",
-            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX1",
+            "https://hooks.slack.com/services/T00000000/B00000000/pdFZKVeTuE8sk7oOcBrzbqgy",
         ),
         ("SSL_PRIVKEY", "/etc/ssl/private/k.pem"),
         ("STRIPE_SK", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),

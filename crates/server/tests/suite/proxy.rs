@@ -332,3 +332,25 @@ fn oauth_mode_behind_a_trusted_proxy_needs_the_server_url() {
         "{out:?}"
     );
 }
+
+/// A public URL that is no http(s) URL is refused at start, not ignored
+/// (ignored, forwarded headers chose the issuer and audience again: found
+/// by the review of the OAuth refusal above).
+#[test]
+fn a_public_url_that_is_no_url_is_refused_at_start() {
+    let ws = workspace();
+    for url in ["mcp.example.com", "ftp://mcp.example.com", "https://"] {
+        let out = command(ws.path(), &["--port", "0", "--oauth-mode"])
+            .env(TRUST.0, TRUST.1)
+            .env("CODING_TOOLS_MCP_OAUTH_PASSWORD", "a-password-for-the-test")
+            .env("CODING_TOOLS_MCP_SERVER_URL", url)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not an http(s)"),
+            "{url}: {out:?}"
+        );
+    }
+}

@@ -565,6 +565,21 @@ fn one_resolver_every_tool_gives_the_same_verdict() {
     );
 }
 
+/// A non-loopback IPv4 address of this host, if it has one.
+fn host_address() -> Option<String> {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
+        .map(str::to_owned)
+}
+
 /// Two real local accounts, made for this test and removed after.
 struct Accounts(Vec<String>);
 
@@ -695,6 +710,37 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
         let url = format!("http://{}", s.addr);
         let planted = ws.join("planted_by_other_user.txt");
         let _ = std::fs::remove_file(&planted);
+        // The intruder binds a non-loopback address of this host before
+        // connecting to 127.0.0.1 (the connection still arrives on
+        // loopback): refused all the same (review finding F1).
+        if !allow && let Some(own_ip) = host_address() {
+            let out = users
+                .as_user(1, "curl")
+                .args([
+                    "-s",
+                    "-m",
+                    "10",
+                    "-o",
+                    "-",
+                    "-w",
+                    "\n%{http_code}",
+                    "-X",
+                    "POST",
+                ])
+                .args(["--interface", &own_ip])
+                .args(["-H", "Content-Type: application/json"])
+                .args(["-H", "Accept: application/json, text/event-stream"])
+                .args(["-d", &ping.to_string()])
+                .arg(format!("{url}/mcp"))
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(text.ends_with("403"), "from {own_ip}: {text}");
+            assert!(
+                !planted.exists(),
+                "from {own_ip}: another account's command ran"
+            );
+        }
         let (code, body) = post_as(1, &url);
         if allow {
             assert_eq!(code, 200, "{body}");
@@ -709,6 +755,47 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
         assert_eq!(code, 200, "{body}");
         drop(s);
     }
+    // A server of root's (the test's user): an intruder that sends its
+    // request and closes at once, with more bytes queued behind it, left a
+    // closed socket whose table entry names no owner (uid 0): none of its
+    // commands may run (review finding F2: 137 of 300 ran).
+    let own = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(own.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let s = HttpServer::start(own.path(), &["--permission-mode", "trusted"]);
+    let port = s.addr.rsplit(':').next().unwrap().to_owned();
+    let flood = format!(
+        "import socket, json\n\
+         body = json.dumps({{'jsonrpc': '2.0', 'id': 1, 'method': 'tools/call', 'params': {{'name': 'exec_command', 'arguments': {{'cmd': 'touch pwned'}}}}}}).encode()\n\
+         req = b'POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nContent-Type: application/json\\r\\nAccept: application/json, text/event-stream\\r\\nContent-Length: ' + str(len(body)).encode() + b'\\r\\n\\r\\n' + body + b'POST'\n\
+         for _ in range(3):\n\
+         \x20   socks = []\n\
+         \x20   for _ in range(100):\n\
+         \x20       c = socket.create_connection(('127.0.0.1', {port}))\n\
+         \x20       c.sendall(req)\n\
+         \x20       socks.append(c)\n\
+         \x20   for c in socks:\n\
+         \x20       c.close()\n"
+    );
+    let ok = users
+        .as_user(1, "/usr/bin/python3")
+        .arg("-c")
+        .arg(&flood)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let ran: Vec<_> = std::fs::read_dir(own.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pwned"))
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "{} of 300 commands of another account ran",
+        ran.len()
+    );
+    drop(s);
     // What server_info says, for a server of the test's own user.
     let own = tempfile::tempdir().unwrap();
     for (args, said) in [
@@ -725,4 +812,33 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
             "{r}"
         );
     }
+}
+
+/// A caller may not hand a command variables that make programs run code
+/// (review finding F6: `GIT_CONFIG_PARAMETERS` with `core.fsmonitor` ran a
+/// program under safe mode's gates, which refuse the same written out).
+#[test]
+fn variables_that_steer_programs_are_refused_from_callers() {
+    let (_t, ws) = layout();
+    let mut s = StdioServer::start(&ws, &[]);
+    for (k, v) in [
+        (
+            "GIT_CONFIG_PARAMETERS",
+            "'core.fsmonitor'='touch steered; false'",
+        ),
+        ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
+        ("GIT_SSH_COMMAND", "touch steered"),
+        ("JAVA_TOOL_OPTIONS", "-javaagent:/tmp/a.jar"),
+        ("LESSOPEN", "|touch steered %s"),
+    ] {
+        let r = s.request(&call(
+            1,
+            "exec_command",
+            json!({"cmd": "git status", "env": {k: v}}),
+        ));
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(sc["error"]["code"], "PERMISSION_REQUIRED", "{k}: {r}");
+        assert!(r.to_string().contains("sensitive_env"), "{k}: {r}");
+    }
+    assert!(!ws.join("steered").exists());
 }
