@@ -81,6 +81,37 @@ fn timed<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     Ok(value)
 }
 
+/// Removes what earlier `cargo package` runs unpacked of these packages
+/// from their temporary registry (any registry source directory but
+/// crates.io's).
+fn forget_unpacked(packages: &[Package]) -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if registry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("index.crates.io")
+        {
+            continue;
+        }
+        for p in packages {
+            let unpacked = registry.path().join(format!("{}-{}", p.name, p.version));
+            if unpacked.is_dir() {
+                std::fs::remove_dir_all(&unpacked)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `cargo xtask package`.
 pub fn package(_args: &[String]) -> Result<()> {
     let packages = publishable()?;
@@ -94,6 +125,11 @@ pub fn package(_args: &[String]) -> Result<()> {
         // without a new version (an unreleased one) would be checked
         // against its old build. Their artifacts go first.
         run_cmd(cargo().args(["clean", "--profile", "dev"]).args(&names))?;
+        // Nor does it extract a package of the same version again: the
+        // sources an earlier run unpacked from the temporary registry stay
+        // under $CARGO_HOME/registry/src and would be built instead of the
+        // new .crate files. They go too.
+        forget_unpacked(&packages)?;
         // --allow-dirty: a developer packages the work in progress too; CI's
         // clone is clean anyway.
         run_cmd(
