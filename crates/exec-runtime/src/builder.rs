@@ -261,7 +261,7 @@ fn outside(spec: &Spec) -> ! {
         // own processes end) but the pipe's write end.
         settle_helper();
         let keep = alive[1] as u32;
-        libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+        crate::supervisor::close_range(0, keep - 1);
         close_from(keep + 1);
         let mut status = 0;
         loop {
@@ -305,15 +305,13 @@ fn write_file(path: &std::ffi::CStr, data: &[u8]) {
     }
 }
 
-#[expect(unsafe_code, reason = "the close_range system call")]
+/// Closes every descriptor from `first` on (the supervisor's
+/// `close_range`, with its fallback for kernels before 5.9).
 fn close_from(first: u32) {
-    // SAFETY: closes this process's own descriptors.
+    // SAFETY: closes this single-threaded process's own descriptors.
+    #[expect(unsafe_code, reason = "close_range of this process's descriptors")]
     unsafe {
-        if libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) != 0 {
-            for fd in first..1024 {
-                libc::close(fd as libc::c_int);
-            }
-        }
+        crate::supervisor::close_range(first, u32::MAX);
     }
 }
 

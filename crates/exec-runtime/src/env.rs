@@ -170,15 +170,30 @@ pub fn is_sensitive(name: &str, value: &str) -> bool {
         || ["Bearer ", "Basic "]
             .iter()
             .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
-        || SECRET_VALUE_PREFIXES
-            .iter()
-            .any(|p| v.starts_with(p) && v.len() >= p.len() + 8)
-        || (v.starts_with("sk-") && v.len() >= 20)
-        || ((v.starts_with("AKIA") || v.starts_with("ASIA")) && v.len() == 20)
-        // A Google API key.
-        || (v.starts_with("AIza") && v.len() == 39)
-        || looks_like_jwt(v);
+        || credential_shaped(v);
     secret_name || loader || secret_value
+}
+
+/// Whether `word` is a credential by its shape alone: a known provider
+/// prefix ([`SECRET_VALUE_PREFIXES`]) with a body, an OpenAI/Anthropic
+/// `sk-` key, an AWS access key id, a Google API key, a JWT. The one
+/// definition the secret filter and the server's trace redaction share.
+pub fn credential_shaped(word: &str) -> bool {
+    let aws = |w: &str| {
+        (w.starts_with("AKIA") || w.starts_with("ASIA"))
+            && w.len() == 20
+            && w[4..]
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+    };
+    SECRET_VALUE_PREFIXES
+        .iter()
+        .any(|p| word.starts_with(p) && word.len() >= p.len() + 8)
+        || (word.starts_with("sk-") && word.len() >= 20)
+        || aws(word)
+        // A Google API key.
+        || (word.starts_with("AIza") && word.len() == 39)
+        || looks_like_jwt(word)
 }
 
 /// A URL with a password (`scheme://user:password@host`), a long token in

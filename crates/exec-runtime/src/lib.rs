@@ -56,7 +56,9 @@ mod supervisor;
 
 pub use buffer::{RetainedStream, Slice};
 pub use builder::BUILDER_FLAG;
-pub use env::{EnvInherit, EnvPolicy, EnvSpec, build_env, glob_matches, is_sensitive};
+pub use env::{
+    EnvInherit, EnvPolicy, EnvSpec, build_env, credential_shaped, glob_matches, is_sensitive,
+};
 pub use gitseal::{NEVER_WRITABLE, SealReport};
 pub use namespace::{
     ENTRY_FLAG, NamespaceSupport, SandboxConfig, TierChoice, distrust_for_programs,

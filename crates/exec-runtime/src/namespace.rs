@@ -310,6 +310,28 @@ fn userns_fix(err: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// The sandbox each builder's probe makes (a command's, in small): new
+/// namespaces with the network closed, the host read-only, a private
+/// `/tmp`, `/proc` and `/dev`; `/bin/true` inside.
+const PROBE_PLAN: [&str; 16] = [
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--die-with-parent",
+    "--ro-bind",
+    "/",
+    "/",
+    "--tmpfs",
+    "/tmp",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--",
+    "/bin/true",
+];
+
 /// Runs the built-in builder as a command's sandbox would (`/bin/true`
 /// inside), when this program can be its own builder.
 #[expect(
@@ -322,25 +344,8 @@ fn probe_built_in() -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("its own executable: {e}"))?;
     let out = std::process::Command::new(exe)
-        .args([
-            crate::builder::BUILDER_FLAG,
-            "--unshare-net",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--cap-drop",
-            "ALL",
-            "--ro-bind",
-            "/",
-            "/",
-            "--tmpfs",
-            "/tmp",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--",
-            "/bin/true",
-        ])
+        .arg(crate::builder::BUILDER_FLAG)
+        .args(PROBE_PLAN)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot start it: {e}"))?;
@@ -380,22 +385,7 @@ fn probe_bwrap() -> NamespaceSupport {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
     let out = std::process::Command::new(&bwrap)
-        .args([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--die-with-parent",
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--",
-            "/bin/true",
-        ])
+        .args(PROBE_PLAN)
         .stdin(std::process::Stdio::null())
         .output();
     let (reason, fix) = match out {

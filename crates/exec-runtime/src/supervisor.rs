@@ -556,7 +556,7 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -
 }
 
 #[expect(unsafe_code, reason = "the close_range system call")]
-unsafe fn close_range(first: u32, last: u32) {
+pub(crate) unsafe fn close_range(first: u32, last: u32) {
     if first > last {
         return;
     }

@@ -60,33 +60,10 @@ fn secret_name(name: &str) -> bool {
     SECRET_WORDS.iter().any(|w| lower.contains(w))
 }
 
-/// Whether `word` is a credential by its shape: provider token prefixes,
-/// AWS key ids, JWTs.
+/// Whether `word` is a credential by its shape (the exec runtime's one
+/// definition: provider token prefixes, AWS key ids, JWTs, ...).
 fn secret_shaped(word: &str) -> bool {
-    const PREFIXES: [&str; 13] = [
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-        "glpat-",
-        "xoxb-",
-        "xoxp-",
-        "xoxa-",
-        "xoxs-",
-        "npm_",
-        "hf_",
-    ];
-    let long = |min: usize| word.len() >= min;
-    (PREFIXES.iter().any(|p| word.starts_with(p)) && long(12))
-        || (word.starts_with("sk-") && long(20))
-        || (word.starts_with("AKIA")
-            && word.len() == 20
-            && word[4..]
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
-        || (word.starts_with("eyJ") && word.matches('.').count() == 2 && long(20))
+    ctm_exec_runtime::credential_shaped(word)
 }
 
 /// `text` with every secret-looking part replaced by `[REDACTED]`: a

@@ -363,6 +363,15 @@ fn the_tier_is_reported_and_landlock_alone_can_be_chosen() {
     assert_eq!(sb["namespace"]["git_sealed"], true);
     assert_eq!(sb["namespace"]["private_network"], true);
     assert_eq!(sb["protections"]["host_filesystem_read_only"], "enforced");
+    // Which builder made it: the one asked for, else the built-in one first.
+    match std::env::var("CTM_SANDBOX_BUILDER").as_deref() {
+        Ok("bwrap") => assert_eq!(sb["namespace"]["builder"], "bwrap", "{sb}"),
+        Ok("builtin") => assert_eq!(sb["namespace"]["builder"], "built-in", "{sb}"),
+        _ => assert!(
+            sb["namespace"]["builder"] == "built-in" || sb["namespace"]["builder"] == "bwrap",
+            "{sb}"
+        ),
+    }
 }
 
 #[test]

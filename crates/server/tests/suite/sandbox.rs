@@ -551,14 +551,18 @@ fn nothing_a_command_starts_survives_kill_exit_or_sigkill() {
     );
 }
 
+/// The server's active-command limit, as it reports it.
+fn max_active_commands(s: &mut StdioServer) -> u64 {
+    sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]["max_active_commands"]
+        .as_u64()
+        .unwrap()
+}
+
 #[test]
 fn background_processes_count_against_the_limit() {
     let l = layout();
     let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
-    let max = sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]
-        ["max_active_commands"]
-        .as_u64()
-        .unwrap();
+    let max = max_active_commands(&mut s);
     let t = tag(4);
     std::fs::write(
         l.ws.join("bg.sh"),
@@ -1072,10 +1076,7 @@ fn request_permissions_accepts_what_refusals_name() {
 fn concurrent_starts_never_overshoot_the_active_limit() {
     let l = layout();
     let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
-    let max = sc(&s.request(&call(1, "check_exec_environment", json!({}))))["limits"]
-        ["max_active_commands"]
-        .as_u64()
-        .unwrap();
+    let max = max_active_commands(&mut s);
     let t = tag(30);
     for i in 0..60 {
         s.send(&call(

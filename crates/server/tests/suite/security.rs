@@ -669,9 +669,10 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
     let owner = users.uid(0);
     std::os::unix::fs::chown(&ws, Some(owner), Some(owner)).unwrap();
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "exec_command", "arguments": {"cmd": "echo ran >> planted_by_other_user.txt"}}});
-    let post_as = |user: usize, url: &str| -> (u16, String) {
+    let post_as = |user: usize, url: &str, extra: &[&str]| -> (u16, String) {
         let out = users
             .as_user(user, "curl")
+            .args(extra)
             .args([
                 "-s",
                 "-m",
@@ -714,34 +715,14 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
         // connecting to 127.0.0.1 (the connection still arrives on
         // loopback): refused all the same (review finding F1).
         if !allow && let Some(own_ip) = host_address() {
-            let out = users
-                .as_user(1, "curl")
-                .args([
-                    "-s",
-                    "-m",
-                    "10",
-                    "-o",
-                    "-",
-                    "-w",
-                    "\n%{http_code}",
-                    "-X",
-                    "POST",
-                ])
-                .args(["--interface", &own_ip])
-                .args(["-H", "Content-Type: application/json"])
-                .args(["-H", "Accept: application/json, text/event-stream"])
-                .args(["-d", &ping.to_string()])
-                .arg(format!("{url}/mcp"))
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(text.ends_with("403"), "from {own_ip}: {text}");
+            let (code, body) = post_as(1, &url, &["--interface", &own_ip]);
+            assert_eq!(code, 403, "from {own_ip}: {body}");
             assert!(
                 !planted.exists(),
                 "from {own_ip}: another account's command ran"
             );
         }
-        let (code, body) = post_as(1, &url);
+        let (code, body) = post_as(1, &url, &[]);
         if allow {
             assert_eq!(code, 200, "{body}");
             assert!(planted.exists(), "allowed, the other account's command ran");
@@ -751,7 +732,7 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
             assert!(!planted.exists(), "another account's command ran");
         }
         // The server's own user is served either way.
-        let (code, body) = post_as(0, &url);
+        let (code, body) = post_as(0, &url, &[]);
         assert_eq!(code, 200, "{body}");
         drop(s);
     }
