@@ -277,17 +277,7 @@ fn outside(spec: &Spec) -> ! {
     }
 }
 
-/// An exit code that says what a wait status says (128 + signal, as a
-/// shell and bubblewrap report a signalled child).
-fn exit_code(status: libc::c_int) -> libc::c_int {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    }
-}
+use crate::holder::exit_code;
 
 #[expect(unsafe_code, reason = "open/write/close of a /proc file")]
 fn write_file(path: &std::ffi::CStr, data: &[u8]) {
@@ -315,46 +305,14 @@ fn close_from(first: u32) {
     }
 }
 
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
-
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
+use crate::holder::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 
 /// Sets mount flags on `path`'s mount (and, `recursive`, every mount
 /// below it): only ever adds restrictions.
-#[expect(unsafe_code, reason = "the mount_setattr system call")]
 fn set_attr(path: &CString, attrs: u64, recursive: bool, what: &str) {
-    let attr = MountAttr {
-        attr_set: attrs,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    let flags =
-        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
-    // SAFETY: a system call on a NUL-terminated path and a struct of this
-    // frame, with its size.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        let hint = if e.raw_os_error() == Some(libc::ENOSYS) {
+    if let Err(errno) = crate::holder::mount_setattr(path, attrs, recursive) {
+        let e = std::io::Error::from_raw_os_error(errno);
+        let hint = if errno == libc::ENOSYS {
             " (mount_setattr needs Linux 5.12 or later)"
         } else {
             ""
@@ -366,7 +324,6 @@ fn set_attr(path: &CString, attrs: u64, recursive: bool, what: &str) {
     }
 }
 
-#[expect(unsafe_code, reason = "the mount system call")]
 fn mount(
     src: Option<&CString>,
     dst: &CString,
@@ -377,18 +334,14 @@ fn mount(
 ) {
     let fstype = fstype.map(cstr);
     let data = data.map(cstr);
-    // SAFETY: NUL-terminated strings owned by this frame (or null).
-    let r = unsafe {
-        libc::mount(
-            src.map_or(std::ptr::null(), |s| s.as_ptr()),
-            dst.as_ptr(),
-            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            flags,
-            data.as_ref()
-                .map_or(std::ptr::null(), |s| s.as_ptr().cast()),
-        )
-    };
-    if r != 0 {
+    let r = crate::holder::mount(
+        src.map(CString::as_c_str),
+        dst,
+        fstype.as_deref(),
+        flags,
+        data.as_deref(),
+    );
+    if r.is_err() {
         errno_fail(&format!("{what}: mount on {}", dst.to_string_lossy()));
     }
 }
@@ -750,6 +703,9 @@ fn command(spec: &Spec, gate: libc::c_int) -> ! {
         // than exec it again.
         crate::namespace::run_entry(&cmd[2..]);
     }
+    if cmd.get(1).map(OsString::as_os_str) == Some(OsStr::new(crate::holder::HOLD_FLAG)) {
+        crate::holder::run_hold(&cmd[2..]);
+    }
     let argv: Vec<CString> = cmd.iter().map(cstr).collect();
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
@@ -840,11 +796,5 @@ mod tests {
         ] {
             assert!(parse(&os(bad)).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn exit_codes_say_what_ended_the_command() {
-        assert_eq!(exit_code(3 << 8), 3);
-        assert_eq!(exit_code(libc::SIGKILL), 128 + 9);
     }
 }

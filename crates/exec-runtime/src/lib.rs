@@ -43,6 +43,7 @@ mod buffer;
 mod builder;
 mod env;
 mod gitseal;
+mod holder;
 mod namespace;
 mod paths;
 mod policy;

@@ -436,6 +436,9 @@ pub(crate) struct Plan<'a> {
     pub write_access: u64,
     pub terminal_access: u64,
     pub tty: bool,
+    /// Build the workspace's shared namespaces only (see `crate::holder`):
+    /// the entry hands them to the server on this socket and ends.
+    pub hold: Option<RawFd>,
 }
 
 /// The `bwrap` argument list (program first), ending with the helper's
@@ -514,6 +517,14 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
                 Seal::EmptyDir => push(&[&"--tmpfs", &path, &"--remount-ro", &path]),
             }
         }
+    }
+    if let Some(socket) = p.hold {
+        push(&[
+            &format!("/proc/self/fd/{}", p.helper_fd),
+            &crate::holder::HOLD_FLAG,
+            &socket.to_string(),
+        ]);
+        return a;
     }
     push(&[
         &format!("/proc/self/fd/{}", p.helper_fd),
@@ -668,6 +679,10 @@ pub fn enter_if_requested() {
     if first.as_deref() == Some(std::ffi::OsStr::new(crate::builder::BUILDER_FLAG)) {
         let rest: Vec<OsString> = args.collect();
         crate::builder::run(&rest);
+    }
+    if first.as_deref() == Some(std::ffi::OsStr::new(crate::holder::HOLD_FLAG)) {
+        let rest: Vec<OsString> = args.collect();
+        crate::holder::run_hold(&rest);
     }
     if first.as_deref() != Some(std::ffi::OsStr::new(ENTRY_FLAG)) {
         return;

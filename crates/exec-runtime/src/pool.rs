@@ -723,7 +723,29 @@ struct Inner {
     seal_count: std::sync::atomic::AtomicU64,
     /// The trusted git that indexes packs a command wrote.
     seal_git: OnceLock<Option<PathBuf>>,
+    /// The namespace tier's shared namespaces (see `crate::holder`).
+    holder: Mutex<HolderSlot>,
 }
+
+/// The workspace's current holder, or why commands build their own
+/// sandbox each.
+#[derive(Default)]
+struct HolderSlot {
+    current: Option<Arc<crate::holder::Holder>>,
+    failed: Option<String>,
+}
+
+fn per_command() -> bool {
+    static PER_COMMAND: OnceLock<bool> = OnceLock::new();
+    *PER_COMMAND.get_or_init(|| {
+        std::env::var_os(PER_COMMAND_VAR).is_some_and(|v| v != "0" && !v.is_empty())
+    })
+}
+
+/// Set (to anything but `0`) in the server's environment: every command
+/// builds its own sandbox, as before shared namespaces (slower; for
+/// comparison, and as a way out should joining fail on a host).
+pub const PER_COMMAND_VAR: &str = "CODING_TOOLS_MCP_SANDBOX_PER_COMMAND";
 
 /// The workspace's command pool; clones share it.
 #[derive(Clone)]
@@ -843,6 +865,7 @@ impl ExecRuntime {
                 seal_lock: Arc::new(Mutex::new(())),
                 seal_count: std::sync::atomic::AtomicU64::new(0),
                 seal_git: OnceLock::new(),
+                holder: Mutex::new(HolderSlot::default()),
             }),
         }
     }
@@ -1303,6 +1326,136 @@ impl ExecRuntime {
             })
     }
 
+    /// How the namespace tier's sandbox is set up: `per workspace` (made
+    /// once, joined by each command; also before the first command), or
+    /// `per command: <why>`.
+    pub fn namespace_setup(&self) -> String {
+        if per_command() {
+            return format!("per command: {PER_COMMAND_VAR} is set");
+        }
+        let slot = self.inner.holder.lock().unwrap_or_else(|p| p.into_inner());
+        match &slot.failed {
+            Some(why) => format!("per command: {why}"),
+            None => "per workspace".into(),
+        }
+    }
+
+    /// The workspace's shared namespaces for commands of `plan` (made now
+    /// when there are none, or none of this plan); `None`: each command
+    /// builds its own sandbox (asked so, or joining failed here, said once
+    /// in the log).
+    fn holder(&self, plan: &namespace::Plan<'_>) -> Option<Arc<crate::holder::Holder>> {
+        if per_command() {
+            return None;
+        }
+        // What every command of the workspace shares: the plan without
+        // the command's own parts.
+        let mut shared = plan.clone();
+        shared.hide = None;
+        shared.seal_binds = &[];
+        shared.legacy_git_seal = false;
+        shared.ruleset_fd = -1;
+        shared.read_access = 0;
+        shared.write_access = 0;
+        shared.terminal_access = 0;
+        shared.tty = false;
+        shared.hold = Some(-1);
+        let key = namespace::argv(&shared);
+        let mut slot = self.inner.holder.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.failed.is_some() {
+            return None;
+        }
+        if let Some(h) = &slot.current
+            && h.fits(&key)
+        {
+            return Some(h.clone());
+        }
+        let made = (|| {
+            use std::os::fd::AsRawFd;
+            let (ours, theirs) = crate::holder::socket_pair()?;
+            shared.hold = Some(theirs.as_raw_fd());
+            let argv = namespace::argv(&shared);
+            let holder = crate::holder::Holder::build(
+                key,
+                &argv,
+                [shared.helper_fd, theirs.as_raw_fd()],
+                &ours,
+            )?;
+            drop(theirs);
+            let holder = Arc::new(holder);
+            self.probe_joined(&holder)?;
+            Ok::<_, String>(holder)
+        })();
+        match made {
+            Ok(h) => {
+                slot.current = Some(h.clone());
+                Some(h)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the namespace tier's shared namespaces could not be used ({e}); each command builds its own sandbox"
+                );
+                slot.failed = Some(e);
+                slot.current = None;
+                None
+            }
+        }
+    }
+
+    /// Runs `exit 0` in `holder`'s namespaces the way a command runs.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one probe of a holder's namespaces belongs to the exec runtime"
+    )]
+    fn probe_joined(&self, holder: &Arc<crate::holder::Holder>) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let joined = crate::holder::Joined::new(
+            holder.clone(),
+            Path::new("/"),
+            Vec::new(),
+            &[],
+            None,
+            crate::holder::Inside::default(),
+        )?;
+        let cwd = rustix::fs::open(
+            "/",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| e.to_string())?;
+        let launch = Launch::new("exit 0", &BTreeMap::new(), cwd, None, true, true, None)?
+            .with_joined(Some(joined));
+        let (status_r, status_w) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| e.to_string())?;
+        let status_fd = status_w.as_raw_fd();
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: as in `spawn`: system calls on values prepared before the fork.
+        #[expect(unsafe_code, reason = "pre_exec runs code between fork and exec")]
+        unsafe {
+            command.pre_exec(move || supervisor::split(status_fd, &launch));
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("joining the namespaces: {e}"))?;
+        drop(status_w);
+        let mut msg = [0u8; 8];
+        let n = rustix::io::read(&status_r, &mut msg).unwrap_or(0);
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        let status = (n == 8).then(|| i32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]));
+        match status.map(supervisor::decode) {
+            Some((Some(0), None)) => Ok(()),
+            got => Err(format!(
+                "a command in them ended with {got:?}: {:?}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+
     fn spawn(
         &self,
         req: &ExecRequest,
@@ -1340,7 +1493,7 @@ impl ExecRuntime {
         let ws_root = self.inner.workspace.root().to_path_buf();
         let seal_plan =
             (ns && self.inner.cfg.sandbox.seal_git).then(|| crate::gitseal::plan(&ws_root));
-        let (seal_job, ns_setup) = match (&seal_plan, self.seal_root()) {
+        let (seal_job, mut ns_setup) = match (&seal_plan, self.seal_root()) {
             (Some(plan), Ok(root)) if plan.overlay.is_some() => {
                 let n = self
                     .inner
@@ -1348,9 +1501,8 @@ impl ExecRuntime {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let git_dir = plan.overlay.clone().unwrap_or_default();
                 let job = crate::gitseal::SealJob::new(root, n, &git_dir).map_err(spawn_error)?;
-                let setup = supervisor::NsSetup::new(vec![(git_dir, job.mount_data())])
-                    .map_err(|e| spawn_error(std::io::Error::other(e)))?;
-                (Some(job), Some(setup))
+                let data = job.mount_data();
+                (Some(job), Some((git_dir, data)))
             }
             _ => (None, None),
         };
@@ -1448,6 +1600,7 @@ impl ExecRuntime {
             None
         };
         let sandbox = self.sandbox(tty)?;
+        let mut joined = None;
         let wrapper = match (ns, &self.inner.helper) {
             (true, Some(helper)) => {
                 let support = namespace::support();
@@ -1486,14 +1639,65 @@ impl ExecRuntime {
                     write_access: write,
                     terminal_access: terminal,
                     tty,
+                    hold: None,
                 };
-                Some((namespace::argv(&plan), vec![ruleset_fd, helper.as_raw_fd()]))
+                match (legacy_seal, self.holder(&plan)) {
+                    (false, Some(holder)) => {
+                        let at = rustix::fs::readlink(
+                            format!("/proc/self/fd/{}", cwd.as_raw_fd()),
+                            Vec::new(),
+                        )
+                        .map_err(spawn_error)?;
+                        let overlays = ns_setup
+                            .take()
+                            .map(|(target, data)| {
+                                Ok::<_, std::ffi::NulError>(vec![(
+                                    std::ffi::CString::new(
+                                        target.into_os_string().into_encoded_bytes(),
+                                    )?,
+                                    std::ffi::CString::new(data)?,
+                                )])
+                            })
+                            .transpose()
+                            .map_err(|e| spawn_error(std::io::Error::other(e)))?
+                            .unwrap_or_default();
+                        let inside = crate::holder::Inside {
+                            read,
+                            write,
+                            terminal,
+                            terminal_file: sandbox::file_access(terminal),
+                            tty,
+                        };
+                        joined = Some(
+                            crate::holder::Joined::new(
+                                holder,
+                                Path::new(
+                                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+                                        at.as_bytes(),
+                                    ),
+                                ),
+                                overlays,
+                                &seal_binds,
+                                hide.as_deref(),
+                                inside,
+                            )
+                            .map_err(|e| spawn_error(std::io::Error::other(e)))?,
+                        );
+                        None
+                    }
+                    _ => Some((namespace::argv(&plan), vec![ruleset_fd, helper.as_raw_fd()])),
+                }
             }
             _ => None,
         };
+        let ns_setup = ns_setup
+            .map(|m| supervisor::NsSetup::new(vec![m]))
+            .transpose()
+            .map_err(|e| spawn_error(std::io::Error::other(e)))?;
         let launch = Launch::new(&req.cmd, env, cwd, sandbox, !tty, gates.landlock, wrapper)
             .map_err(|why| spawn_error(std::io::Error::other(why)))?
-            .with_namespace(ns_setup);
+            .with_namespace(ns_setup)
+            .with_joined(joined);
         let child_setup = move || -> std::io::Result<()> {
             // SAFETY: we are between fork and exec; `split` starts the
             // command process and supervises it, returning only on failure.

@@ -54,6 +54,9 @@ pub struct Launch {
     /// A user and mount namespace the supervisor enters first, with the git
     /// seal's overlay mounted in it (bubblewrap's sandbox is made inside).
     ns: Option<NsSetup>,
+    /// The workspace's shared namespaces, joined by the supervisor (the
+    /// namespace tier without a builder per command; see `crate::holder`).
+    joined: Option<crate::holder::Joined>,
 }
 
 /// A user and mount namespace of the supervisor's own, entered before the
@@ -217,7 +220,16 @@ impl Launch {
             drop_capabilities,
             wrapped: keep,
             ns: None,
+            joined: None,
         })
+    }
+
+    /// The supervisor joins `joined`'s namespaces and the command runs
+    /// there (instead of a wrapper or an own namespace).
+    #[must_use]
+    pub(crate) fn with_joined(mut self, joined: Option<crate::holder::Joined>) -> Self {
+        self.joined = joined;
+        self
     }
 
     /// The supervisor enters `ns` before it starts the command.
@@ -409,6 +421,28 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
         action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
         libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0);
+        if let Some(j) = &launch.joined {
+            // PID 1 checks through this pidfd that we still live.
+            let me = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as RawFd;
+            if me < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Err((_, errno)) = j.enter() {
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
+            let init = crate::holder::raw_fork();
+            if init < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if init == 0 {
+                crate::holder::init(j, me, |gate| joined_command(launch, j, gate));
+            }
+            libc::close(me);
+            // Orphans of the command go to that PID 1, not here: it is the
+            // one child, and killing it ends the whole PID namespace.
+            JOINED_INIT.store(init, Ordering::SeqCst);
+            supervise(init, status_fd, server)
+        }
         let stack = libc::mmap(
             std::ptr::null_mut(),
             STACK,
@@ -442,6 +476,55 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
     }
 }
 
+/// The command's process in a holder's namespaces (see `crate::holder`),
+/// from PID 1's gate on: the process group, the signals, Landlock, seccomp,
+/// then exec. System calls only.
+#[expect(unsafe_code, reason = "the command's last steps before exec")]
+fn joined_command(l: &Launch, j: &crate::holder::Joined, gate: RawFd) -> ! {
+    use crate::holder::die;
+    crate::holder::command_namespace(j, gate);
+    // SAFETY: system calls on values prepared before the fork.
+    unsafe {
+        if !l.new_session && (libc::setpgid(0, 0) != 0 || libc::tcsetpgrp(0, libc::getpid()) != 0) {
+            die(b"the command's process group", *libc::__errno_location());
+        }
+        for sig in IGNORED {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        if l.new_session && libc::setsid() < 0 {
+            die(b"the command's session", *libc::__errno_location());
+        }
+        if let Some(sb) = &l.sandbox
+            && let Err(e) = sb.enforce_inside(&j.inside)
+        {
+            die(b"Landlock", e);
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            die(b"no_new_privs", *libc::__errno_location());
+        }
+        if let Err(e) = crate::holder::command_seccomp(j) {
+            die(b"seccomp", e);
+        }
+        // Nothing of the server's reaches the command: the holder's
+        // namespace descriptors, the ruleset, the status pipe.
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        ) != 0
+        {
+            die(b"closing inherited descriptors", *libc::__errno_location());
+        }
+        libc::execve(l.argv[0], l.argv.as_ptr(), l.envp.as_ptr());
+        die(b"cannot run /bin/sh", *libc::__errno_location())
+    }
+}
+
+/// PID 1 of the command's PID namespace, when the supervisor joined a
+/// holder's namespaces (0 otherwise).
+static JOINED_INIT: AtomicI32 = AtomicI32::new(0);
+
 /// Set when the supervisor must end its subtree: the server died, or the
 /// server asked (SIGUSR2, which the command cannot send it).
 static KILL_ALL: AtomicBool = AtomicBool::new(false);
@@ -473,6 +556,13 @@ extern "C" fn on_kill_all(_: libc::c_int) {
 unsafe fn kill_children() {
     // SAFETY: system calls on a descriptor opened here, a stack buffer.
     unsafe {
+        let init = JOINED_INIT.load(Ordering::SeqCst);
+        if init > 0 {
+            // This /proc is the sandbox's, not ours; PID 1 is the only
+            // child, and its end is the end of everything below it.
+            libc::kill(init, libc::SIGKILL);
+            return;
+        }
         let fd = libc::open(
             c"/proc/thread-self/children".as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,

@@ -359,6 +359,54 @@ impl ChildSandbox {
     }
 }
 
+impl ChildSandbox {
+    /// A command in a workspace's shared namespaces (see `crate::holder`),
+    /// before exec: what exists only inside — its `/proc`, the sandbox's
+    /// `/tmp`, `/dev/shm` and pseudo-terminals, a PTY command's terminal —
+    /// joins the prepared ruleset as [`confine_inside`] adds it, then
+    /// `no_new_privs` and the ruleset apply. System calls only (between fork
+    /// and exec); the errno on failure.
+    pub(crate) fn enforce_inside(&self, inside: &crate::holder::Inside) -> Result<(), i32> {
+        let ruleset = self.ruleset.as_raw_fd();
+        let no_fifo = inside.write & !make_fifo_access();
+        // SAFETY: open and close of NUL-terminated literals, then the
+        // prctl and landlock_restrict_self system calls.
+        #[expect(
+            unsafe_code,
+            reason = "open, close, prctl and landlock_restrict_self system calls"
+        )]
+        unsafe {
+            let rule = |path: &std::ffi::CStr, access: u64| {
+                let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    add_rule(ruleset, fd, access);
+                    libc::close(fd);
+                }
+            };
+            rule(c"/proc", inside.read);
+            rule(c"/tmp", no_fifo);
+            rule(c"/dev/shm", no_fifo);
+            rule(c"/dev/pts", inside.terminal);
+            if inside.tty {
+                add_rule(ruleset, 0, inside.terminal);
+                rule(c"/dev/tty", inside.terminal_file);
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) != 0
+            {
+                return Err(*libc::__errno_location());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rights of a rule on a file (not a directory) out of `access`.
+pub(crate) fn file_access(access: u64) -> u64 {
+    let abi = ABI::from(support().abi.min(abi_number(TARGET_ABI)) as i32);
+    access & AccessFs::from_file(abi).bits()
+}
+
 /// In the namespace tier's entry, inside the sandbox: what exists only
 /// there — this sandbox's /proc (its processes alone), its private /tmp and
 /// /dev/shm, its pseudo-terminals — joins the command's ruleset, which then

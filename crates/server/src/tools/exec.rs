@@ -992,6 +992,9 @@ tool_result! {
         fix: Option<String>,
         /// What builds the sandbox: `built-in` (this binary) or `bwrap`.
         builder: Option<&'static str>,
+        /// `per workspace` (namespaces made once, joined by each command)
+        /// or `per command: <why>`.
+        setup: Option<String>,
         bwrap: Option<WirePath>,
         bwrap_version: Option<String>,
         private_network: bool,
@@ -1195,6 +1198,7 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
                 (true, true) => Some("built-in"),
                 (true, false) => Some("bwrap"),
             },
+            setup: ns.then(|| server.exec.namespace_setup()),
             bwrap: ns_support.bwrap.clone().map(WirePath),
             bwrap_version: ns_support.version.clone(),
             private_network: tier.private_network,

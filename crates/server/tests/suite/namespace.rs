@@ -722,3 +722,158 @@ fn both_tiers_give_commands_the_same_world() {
     }
     drop(listener);
 }
+
+/// The namespaces are made once per workspace and joined by each command
+/// (issue 31): what the workspace's commands share — `/tmp` and the
+/// loopback network, as in the Landlock tier — and what stays each
+/// command's own (its processes).
+#[test]
+fn commands_share_tmp_and_loopback_but_not_processes() {
+    let l = layout();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let r = s.request(&call(2, "check_exec_environment", json!({})));
+    let setup = sc(&r)["sandbox"]["namespace"]["setup"].clone();
+    assert_eq!(setup, "per workspace", "{r}");
+    let v = run(&mut s, "echo kept > /tmp/shared-note");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let v = run(&mut s, "cat /tmp/shared-note");
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "kept",
+        "{v}"
+    );
+    // A listener one command starts, the next reaches (over the
+    // workspace's own loopback: the host's is not reachable, see above).
+    std::fs::write(
+        l.ws.join("listen.py"),
+        "import socket, time\n\
+         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('127.0.0.1', 47613)); s.listen(1); print('listening', flush=True)\n\
+         c, _ = s.accept(); c.sendall(b'pong'); c.close(); time.sleep(0.2)\n",
+    )
+    .unwrap();
+    let r = s.request(&call(
+        3,
+        "exec_command",
+        json!({"cmd": "python3 listen.py", "yield_time_ms": 3000}),
+    ));
+    assert!(
+        sc(&r)["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("listening"),
+        "{r}"
+    );
+    std::fs::write(
+        l.ws.join("connect.py"),
+        "import socket\n\
+         print(socket.create_connection(('127.0.0.1', 47613), timeout=5).recv(4).decode())\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "python3 connect.py");
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "pong",
+        "{v}"
+    );
+    // Another command's processes are not there.
+    let t = tag(47);
+    let r = s.request(&call(
+        4,
+        "exec_command",
+        json!({"cmd": format!("sleep {t}"), "yield_time_ms": 200}),
+    ));
+    let id = sc(&r)["command_id"].as_str().unwrap().to_owned();
+    assert!(all_running(&[vec!["sleep".to_owned(), t.clone()]]));
+    let v = run(&mut s, "ps -eo args");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(out.contains("ps -eo args"), "{v}");
+    assert!(
+        !out.contains(&t),
+        "another command's process is visible: {out}"
+    );
+    let r = s.request(&call(5, "kill_command", json!({"command_id": id})));
+    assert_eq!(sc(&r)["status"], "terminated", "{r}");
+}
+
+/// With shared namespaces the seal's binds are still made for each
+/// command from the workspace as it is then: a hook manager's file the
+/// user adds after the first command is read-only to the next one, and a
+/// file the user replaces is seen as it is now (no stale bind).
+#[test]
+fn seal_binds_follow_the_workspace_between_commands() {
+    let l = layout();
+    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
+    assert!(git(&l.ws, &["add", "a.txt"]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    assert_eq!(run(&mut s, "true")["exit_code"], 0);
+    let config = l.ws.join(".pre-commit-config.yaml");
+    std::fs::write(&config, "repos: []\n").unwrap();
+    let v = run(
+        &mut s,
+        "echo 'repos: [evil]' > .pre-commit-config.yaml; echo write=$?; cat .pre-commit-config.yaml",
+    );
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(!out.contains("write=0"), "the new file was writable: {v}");
+    assert!(out.contains("repos: []"), "{v}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "repos: []\n");
+    std::fs::remove_file(&config).unwrap();
+    std::fs::write(&config, "repos: [new]\n").unwrap();
+    let v = run(&mut s, "cat .pre-commit-config.yaml");
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "repos: [new]",
+        "a stale view: {v}"
+    );
+}
+
+/// `CODING_TOOLS_MCP_SANDBOX_PER_COMMAND` (the way back, should joining
+/// fail on a host): each command builds its own sandbox, the report says
+/// so, and the seal holds the same.
+#[test]
+fn a_sandbox_per_command_still_holds_the_seal() {
+    let l = layout();
+    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
+    assert!(git(&l.ws, &["add", "a.txt"]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let mut s = StdioServer::start_with(
+        command(&l.ws, &[])
+            .env("CODING_TOOLS_MCP_SANDBOX_PER_COMMAND", "1")
+            .arg("--stdio"),
+    );
+    let r = s.request(&call(90, "check_exec_environment", json!({})));
+    let sb = &sc(&r)["sandbox"];
+    if sb["tier"] != "namespace" {
+        assert!(
+            std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_none(),
+            "{sb}"
+        );
+        eprintln!("NOTE: no namespace tier on this host; nothing checked");
+        return;
+    }
+    assert!(
+        sb["namespace"]["setup"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("per command")),
+        "{sb}"
+    );
+    let before = std::fs::read(l.ws.join(".git/config")).unwrap();
+    let v = run(
+        &mut s,
+        "echo x > /tmp/mine; printf '[core]\\n\\tfsmonitor = true\\n' >> .git/config; echo done",
+    );
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "done",
+        "{v}"
+    );
+    assert_eq!(std::fs::read(l.ws.join(".git/config")).unwrap(), before);
+    // Its own /tmp, as before shared namespaces.
+    let v = run(&mut s, "ls /tmp/mine");
+    assert_ne!(v["exit_code"], 0, "{v}");
+}

@@ -1,0 +1,854 @@
+//! The namespace tier's namespaces, made once per workspace and joined by
+//! each command (issue "The namespace tier on every Linux host, for a few
+//! milliseconds a command").
+//!
+//! Building a sandbox — user, mount, network, IPC and UTS namespaces, a
+//! dozen bind mounts, a `/dev`, a loopback interface — costs about 4 ms, and
+//! an exec of the builder another. So the builder (built-in or a system
+//! `bwrap`) runs once per workspace, with the plan of every command minus
+//! what is each command's own: its entry is [`HOLD_FLAG`], which hands the
+//! namespaces it is in to the server as descriptors and ends. The server
+//! keeps them in a [`Holder`]; the namespaces live as long as it or any
+//! command in them does.
+//!
+//! Each command's supervisor then joins them ([`Joined::enter`], system
+//! calls between fork and exec): `setns` into the holder's user namespace
+//! (the server's user owns it, so the join gives every capability in it,
+//! and none outside), then its mount, network, IPC, UTS and cgroup
+//! namespaces; a mount namespace and a PID namespace of the command's own
+//! (`unshare`); in that mount namespace the command's git overlay, the
+//! seal's binds as they are now, and an empty read-only cover over the
+//! server's overlay layers. Its first child is PID 1 of the new PID
+//! namespace ([`init`]): it mounts the command's `/proc`, starts the
+//! command's process, drops its capabilities and reaps; when the command's
+//! process ends it exits with its status, and the kernel ends whatever the
+//! command left in the namespace, as before. The command's process maps a
+//! user namespace of its own (the server's ids, mapped to what they are in
+//! the holder's: bubblewrap's holder namespace has them as 0), drops every
+//! capability, waits until PID 1 has dropped its own, applies Landlock and
+//! seccomp, and execs.
+//!
+//! Shared by the workspace's commands, as in the Landlock tier: `/tmp`,
+//! `/run`, `/dev/shm` (memory-bounded tmpfs mounts) and the loopback
+//! network (a server one command starts, the next can reach). Each
+//! command's own: its PID namespace and `/proc`, its mount namespace, its
+//! git overlay and seal binds. A holder is made again when its plan
+//! changes (another tier, a new read root).
+
+use std::ffi::{CStr, CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The entry's first argument that makes it a holder: `--ctm-hold <fd>`,
+/// the socket to send the namespaces on.
+pub const HOLD_FLAG: &str = "--ctm-hold";
+
+/// The namespaces a holder sends, in this order (`/proc/self/ns/<name>`
+/// and the `setns` type); the user namespace is the mount namespace's
+/// owner.
+const SPACES: [(&CStr, libc::c_int); 5] = [
+    (c"/proc/self/ns/mnt", libc::CLONE_NEWNS),
+    (c"/proc/self/ns/net", libc::CLONE_NEWNET),
+    (c"/proc/self/ns/ipc", libc::CLONE_NEWIPC),
+    (c"/proc/self/ns/uts", libc::CLONE_NEWUTS),
+    (c"/proc/self/ns/cgroup", libc::CLONE_NEWCGROUP),
+];
+
+/// `ioctl(NS_GET_USERNS)`: the user namespace that owns a namespace.
+const NS_GET_USERNS: libc::c_ulong = 0xb701;
+
+/// The holder's whole work, inside the sandbox: opens the namespaces it is
+/// in, sends them on the socket and exits. Never returns.
+pub(crate) fn run_hold(args: &[OsString]) -> ! {
+    let code = match hold(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("coding-tools-mcp sandbox holder: {e}");
+            126
+        }
+    };
+    std::process::exit(code)
+}
+
+#[expect(
+    unsafe_code,
+    reason = "open of /proc/self/ns files and sendmsg with SCM_RIGHTS"
+)]
+fn hold(args: &[OsString]) -> Result<(), String> {
+    let socket: RawFd = args
+        .first()
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.parse().ok())
+        .ok_or("no socket descriptor")?;
+    let mut fds: Vec<RawFd> = Vec::with_capacity(SPACES.len());
+    for (path, _) in SPACES {
+        // SAFETY: open of a NUL-terminated literal.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!(
+                "open {}: {}",
+                path.to_string_lossy(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        fds.push(fd);
+    }
+    send_fds(socket, &fds).map_err(|e| format!("sending the namespaces: {e}"))
+}
+
+#[expect(unsafe_code, reason = "sendmsg with an SCM_RIGHTS control message")]
+fn send_fds(socket: RawFd, fds: &[RawFd]) -> std::io::Result<()> {
+    let payload = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE is arithmetic.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut tag = *b"ctm-hold";
+    let mut iov = libc::iovec {
+        iov_base: tag.as_mut_ptr().cast(),
+        iov_len: tag.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below points into
+    // buffers of this frame, alive for the call.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), payload);
+        if libc::sendmsg(socket, &msg, 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[expect(unsafe_code, reason = "recvmsg with an SCM_RIGHTS control message")]
+fn recv_fds(socket: RawFd, want: usize) -> std::io::Result<Vec<OwnedFd>> {
+    let payload = want * std::mem::size_of::<RawFd>();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut tag = [0u8; 8];
+    let mut iov = libc::iovec {
+        iov_base: tag.as_mut_ptr().cast(),
+        iov_len: tag.len(),
+    };
+    let mut got = Vec::new();
+    // SAFETY: as in `send_fds`; every descriptor received is owned at once.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg);
+                let bytes = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    got.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        if n as usize != tag.len() || &tag != b"ctm-hold" || msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(std::io::Error::other("not a holder's message"));
+        }
+    }
+    if got.len() != want {
+        return Err(std::io::Error::other(format!(
+            "{} descriptors received, {want} expected",
+            got.len()
+        )));
+    }
+    Ok(got)
+}
+
+/// One workspace's namespaces, as descriptors (they live while these or a
+/// process in them do).
+#[derive(Debug)]
+pub(crate) struct Holder {
+    /// The plan they were made from: a command with another plan needs
+    /// another holder.
+    key: Vec<OsString>,
+    user: OwnedFd,
+    /// Mount first; a namespace the server itself is in is left out.
+    spaces: Vec<(OwnedFd, libc::c_int)>,
+}
+
+impl Holder {
+    /// Runs the builder (`argv`: the plan with the hold entry, whose socket
+    /// descriptor is `child`'s number) and takes the namespaces it sends.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the sandbox builder is started by the exec runtime, once per workspace"
+    )]
+    pub(crate) fn build(
+        key: Vec<OsString>,
+        argv: &[OsString],
+        keep: [RawFd; 2],
+        ours: &OwnedFd,
+    ) -> Result<Self, String> {
+        use std::os::unix::process::CommandExt;
+        let (program, args) = argv.split_first().ok_or("an empty plan")?;
+        let mut command = std::process::Command::new(program);
+        command
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: fcntl and prctl between fork and exec.
+        #[expect(unsafe_code, reason = "pre_exec runs code between fork and exec")]
+        unsafe {
+            command.pre_exec(move || {
+                for fd in keep {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start the sandbox builder: {e}"))?;
+        let received = wait_readable(ours, 10_000).and_then(|()| recv_fds(ours.as_raw_fd(), 5));
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("waiting for the sandbox builder: {e}"))?;
+        let mut fds = match received {
+            Ok(f) => f,
+            Err(e) => {
+                let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                return Err(format!(
+                    "the sandbox builder sent no namespaces ({e}; {}): {err:?}",
+                    out.status
+                ));
+            }
+        };
+        // SAFETY: an ioctl on a namespace descriptor we own; the new
+        // descriptor is owned at once.
+        #[expect(unsafe_code, reason = "the NS_GET_USERNS ioctl")]
+        let user = unsafe {
+            let fd = libc::ioctl(fds[0].as_raw_fd(), NS_GET_USERNS);
+            if fd < 0 {
+                return Err(format!(
+                    "the mount namespace's owner: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let fd = OwnedFd::from_raw_fd(fd);
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+            fd
+        };
+        let mut spaces = Vec::with_capacity(fds.len());
+        for (fd, (name, kind)) in fds.drain(..).zip(SPACES) {
+            // One the server is in already (no cgroup namespace was made)
+            // is not joined: the same inode as ours.
+            let own = Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let same = match (rustix::fs::fstat(&fd), std::fs::metadata(own)) {
+                (Ok(a), Ok(b)) => {
+                    use std::os::unix::fs::MetadataExt;
+                    a.st_ino == b.ino() && a.st_dev == b.dev()
+                }
+                _ => false,
+            };
+            if kind == libc::CLONE_NEWNS && same {
+                return Err("the builder made no mount namespace".into());
+            }
+            if !same {
+                spaces.push((fd, kind));
+            }
+        }
+        Ok(Self { key, user, spaces })
+    }
+
+    /// Made from this plan.
+    pub(crate) fn fits(&self, key: &[OsString]) -> bool {
+        self.key == key
+    }
+}
+
+/// A connected pair of `SOCK_SEQPACKET` UNIX sockets, close-on-exec.
+#[expect(unsafe_code, reason = "socketpair(2); both descriptors owned at once")]
+pub(crate) fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into this array.
+    unsafe {
+        if libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        ) != 0
+        {
+            return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+        }
+        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
+    }
+}
+
+#[expect(unsafe_code, reason = "poll(2) of a socket we own")]
+fn wait_readable(fd: &OwnedFd, ms: i32) -> std::io::Result<()> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one pollfd of this frame.
+        match unsafe { libc::poll(&mut p, 1, ms) } {
+            0 => return Err(std::io::Error::other("timed out")),
+            n if n > 0 => return Ok(()),
+            _ if errno() == libc::EINTR => {}
+            _ => return Err(std::io::Error::last_os_error()),
+        }
+    }
+}
+
+/// A `setns`-able descriptor and its type.
+type Space = (RawFd, libc::c_int);
+
+/// What one command's supervisor does to run the command in a holder's
+/// namespaces, prepared in the server (the forked processes only read it).
+pub(crate) struct Joined {
+    _holder: Arc<Holder>,
+    user: RawFd,
+    spaces: Vec<Space>,
+    cwd: CString,
+    /// (mount point, overlayfs options): the git seal's copy-on-write view.
+    overlays: Vec<(CString, CString)>,
+    /// The seal's binds: (path, read-only).
+    binds: Vec<(CString, bool)>,
+    /// The server's overlay layers, covered by an empty read-only tmpfs.
+    hide: Option<CString>,
+    /// The server's user and group ids: the command's own user namespace
+    /// maps them to what they are in the holder's (bubblewrap's is uid 0
+    /// there: it sets up as root and maps back in a namespace of its own).
+    ids: (u32, u32),
+    /// Landlock rights for what exists only inside: read (`/proc`), write
+    /// (`/tmp`, `/dev/shm`, no FIFOs), terminal (`/dev/pts`, and a PTY
+    /// command's terminal, `/dev/tty` with the file rights).
+    pub(crate) inside: Inside,
+    seccomp: Option<&'static seccompiler::BpfProgram>,
+}
+
+/// Landlock rights for the sandbox's own mounts.
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(
+    not(feature = "landlock"),
+    expect(dead_code, reason = "without Landlock no rule is made")
+)]
+pub(crate) struct Inside {
+    pub read: u64,
+    pub write: u64,
+    pub terminal: u64,
+    pub terminal_file: u64,
+    pub tty: bool,
+}
+
+impl Joined {
+    /// A command in `holder`'s namespaces.
+    pub(crate) fn new(
+        holder: Arc<Holder>,
+        cwd: &Path,
+        overlays: Vec<(CString, CString)>,
+        binds: &[(crate::gitseal::Bind, std::path::PathBuf)],
+        hide: Option<&Path>,
+        inside: Inside,
+    ) -> Result<Self, String> {
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes()).map_err(|_| "a path contains a NUL byte")
+        };
+        let ids = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        let seccomp = match crate::seccomp::program_namespaced() {
+            Ok(p) => Some(p),
+            Err(e) if crate::seccomp::available().is_ok() => {
+                return Err(format!("seccomp: the filter could not be built: {e}"));
+            }
+            Err(_) => None,
+        };
+        let mut b = Vec::with_capacity(binds.len());
+        for (kind, path) in binds {
+            b.push((c(path)?, *kind == crate::gitseal::Bind::ReadOnly));
+        }
+        Ok(Self {
+            user: holder.user.as_raw_fd(),
+            spaces: holder
+                .spaces
+                .iter()
+                .map(|(fd, kind)| (fd.as_raw_fd(), *kind))
+                .collect(),
+            _holder: holder,
+            cwd: c(cwd)?,
+            overlays,
+            binds: b,
+            hide: hide.map(c).transpose()?,
+            ids,
+            inside,
+            seccomp,
+        })
+    }
+}
+
+// The errno of the failed step, with which step.
+type Step = (&'static str, i32);
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(1)
+}
+
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr` on `path`'s mount (and, `recursive`, every mount below
+/// it): only ever adds restrictions. System call only; the errno.
+#[expect(unsafe_code, reason = "the mount_setattr system call")]
+pub(crate) fn mount_setattr(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags =
+        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: a system call on a NUL-terminated path and a struct of this
+    // frame, with its size.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r != 0 { Err(errno()) } else { Ok(()) }
+}
+
+/// `mount(2)`; system call only, the errno.
+#[expect(unsafe_code, reason = "the mount system call")]
+pub(crate) fn mount(
+    src: Option<&CStr>,
+    dst: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> Result<(), i32> {
+    // SAFETY: NUL-terminated strings (or null) alive for the call.
+    let r = unsafe {
+        libc::mount(
+            src.map_or(std::ptr::null(), CStr::as_ptr),
+            dst.as_ptr(),
+            fstype.map_or(std::ptr::null(), CStr::as_ptr),
+            flags,
+            data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+        )
+    };
+    if r != 0 { Err(errno()) } else { Ok(()) }
+}
+
+fn bind(path: &CStr, read_only: bool) -> Result<(), i32> {
+    mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if read_only {
+        attrs |= MOUNT_ATTR_RDONLY;
+    }
+    mount_setattr(path, attrs, true)
+}
+
+impl Joined {
+    /// In the supervisor: joins the holder's namespaces and makes the
+    /// command's mount namespace; the next child is PID 1 of a new PID
+    /// namespace. System calls only (between fork and exec).
+    #[expect(unsafe_code, reason = "setns and unshare between fork and exec")]
+    pub(crate) fn enter(&self) -> Result<(), Step> {
+        // SAFETY: system calls on descriptors the holder keeps open.
+        unsafe {
+            if libc::setns(self.user, libc::CLONE_NEWUSER) != 0 {
+                return Err(("join the sandbox's user namespace", errno()));
+            }
+            for &(fd, kind) in &self.spaces {
+                if libc::setns(fd, kind) != 0 {
+                    return Err(("join the sandbox's namespaces", errno()));
+                }
+            }
+            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) != 0 {
+                return Err(("the command's mount and PID namespaces", errno()));
+            }
+        }
+        let step = |what: &'static str| move |e: i32| (what, e);
+        mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+            .map_err(step("private mounts"))?;
+        for (target, data) in &self.overlays {
+            mount(
+                Some(c"overlay"),
+                target,
+                Some(c"overlay"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(data),
+            )
+            .map_err(step("the git overlay"))?;
+        }
+        for (path, read_only) in &self.binds {
+            match bind(path, *read_only) {
+                Ok(()) => {}
+                // Gone since the plan was made: nothing to seal there.
+                Err(libc::ENOENT) => {}
+                Err(e) => return Err(("a seal bind", e)),
+            }
+        }
+        if let Some(h) = &self.hide {
+            mount(
+                Some(c"tmpfs"),
+                h,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY,
+                Some(c"size=4096,mode=0755"),
+            )
+            .map_err(step("cover the overlay layers"))?;
+        }
+        Ok(())
+    }
+}
+
+/// PID 1 of the command's PID namespace: its `/proc`, the command's
+/// process, then reaping until that ends. Never returns.
+///
+/// # Safety
+/// Only in a forked child: system calls only.
+#[expect(unsafe_code, reason = "the sandbox's PID 1: mounts, fork, waitpid")]
+pub(crate) unsafe fn init(j: &Joined, supervisor: RawFd, command: impl FnOnce(RawFd)) -> ! {
+    // SAFETY: system calls in a single-threaded forked child.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The supervisor (its pidfd) may have died before that was set.
+        let mut p = libc::pollfd {
+            fd: supervisor,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if supervisor < 0 || libc::poll(&mut p, 1, 0) != 0 {
+            libc::_exit(1);
+        }
+        libc::close(supervisor);
+        if let Err(e) = mount(
+            Some(c"proc"),
+            c"/proc",
+            Some(c"proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        ) {
+            die(b"cannot mount the command's /proc", e);
+        }
+        // What of /proc still reaches the host's kernel: read-only.
+        for sub in [
+            c"/proc/sys",
+            c"/proc/sysrq-trigger",
+            c"/proc/irq",
+            c"/proc/bus",
+        ] {
+            if libc::access(sub.as_ptr(), libc::F_OK) == 0
+                && let Err(e) = bind(sub, true)
+            {
+                die(b"cannot make /proc read-only", e);
+            }
+        }
+        // A copy of the server's memory: what `ps` shows of it (its
+        // argument and environment strings) is wiped, and it is named for
+        // what it is. (Its memory itself is unreadable to the command: not
+        // dumpable, before the command's first instruction.)
+        scrub_arguments();
+        libc::prctl(libc::PR_SET_NAME, c"ctm-init".as_ptr(), 0, 0, 0);
+        let mut gate = [0; 2];
+        if libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            die(b"pipe", errno());
+        }
+        let child = raw_fork();
+        if child < 0 {
+            die(b"fork of the command", errno());
+        }
+        if child == 0 {
+            libc::close(gate[1]);
+            command(gate[0]);
+            libc::_exit(126);
+        }
+        if !crate::supervisor::drop_all_capabilities() {
+            die(b"the sandbox's init kept a capability", libc::EPERM);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let _ = j;
+        // Holds nothing of the command's (and the gate opens).
+        crate::supervisor::close_range(0, u32::MAX);
+        loop {
+            let mut status = 0;
+            let pid = libc::waitpid(-1, &mut status, 0);
+            if pid == child {
+                // Leaving ends every other process of the namespace.
+                libc::_exit(exit_code(status));
+            }
+            if pid < 0 && errno() != libc::EINTR {
+                libc::_exit(1);
+            }
+        }
+    }
+}
+
+/// Zeroes this process's argument and environment strings (the ranges
+/// `/proc/self/stat` names in its fields 48 to 51). System calls only.
+#[expect(
+    unsafe_code,
+    reason = "reads /proc/self/stat and writes this process's own strings"
+)]
+fn scrub_arguments() {
+    let mut buf = [0u8; 2048];
+    // SAFETY: a read into a stack buffer; then writes into this process's
+    // own argument and environment areas, which the kernel reports mapped.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        if n <= 0 {
+            return;
+        }
+        let line = &buf[..n as usize];
+        // The fields after the name (which may hold anything) start at 3.
+        let Some(close) = line.iter().rposition(|&b| b == b')') else {
+            return;
+        };
+        let mut fields = [0usize; 4];
+        for (i, field) in line[close + 1..]
+            .split(|&b| b == b' ')
+            .filter(|f| !f.is_empty())
+            .enumerate()
+        {
+            let at = i + 3;
+            if (48..=51).contains(&at) {
+                let mut v = 0usize;
+                for &d in field {
+                    if d.is_ascii_digit() {
+                        v = v.saturating_mul(10).saturating_add(usize::from(d - b'0'));
+                    }
+                }
+                fields[at - 48] = v;
+            }
+        }
+        for pair in [[fields[0], fields[1]], [fields[2], fields[3]]] {
+            let [start, end] = pair;
+            if start > 0 && end > start && end - start < (1 << 20) {
+                std::ptr::write_bytes(start as *mut u8, 0, end - start);
+            }
+        }
+    }
+}
+
+/// The command's process, up to its confinement: its own user namespace
+/// (or no capability), then the gate. System calls only.
+#[expect(unsafe_code, reason = "unshare and /proc writes in a forked child")]
+pub(crate) fn command_namespace(j: &Joined, gate: RawFd) {
+    // SAFETY: system calls in a single-threaded forked child.
+    unsafe {
+        // Our ids in the holder's user namespace, before leaving it.
+        let (outer_uid, outer_gid) = (libc::geteuid(), libc::getegid());
+        if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+            die(b"the command's user namespace", errno());
+        }
+        let mut line = [0u8; 40];
+        write_file(c"/proc/self/setgroups", b"deny");
+        let n = id_map(&mut line, j.ids.0, outer_uid);
+        write_file(c"/proc/self/uid_map", &line[..n]);
+        let n = id_map(&mut line, j.ids.1, outer_gid);
+        write_file(c"/proc/self/gid_map", &line[..n]);
+        if !crate::supervisor::drop_all_capabilities() {
+            die(b"the command kept a capability", libc::EPERM);
+        }
+        let mut b = [0u8; 1];
+        while libc::read(gate, b.as_mut_ptr().cast(), 1) != 0 {
+            if errno() != libc::EINTR {
+                break;
+            }
+        }
+        libc::close(gate);
+        if libc::chdir(j.cwd.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
+            die(b"chdir in the sandbox", errno());
+        }
+    }
+}
+
+/// `"<inside> <outside> 1\n"` into `buf`; its length. No allocation.
+fn id_map(buf: &mut [u8; 40], inside: u32, outside: u32) -> usize {
+    let mut n = 0;
+    for (i, v) in [inside, outside].into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b' ';
+            n += 1;
+        }
+        let mut digits = [0u8; 10];
+        let mut d = 0;
+        let mut v = v;
+        loop {
+            digits[d] = b'0' + (v % 10) as u8;
+            d += 1;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        while d > 0 {
+            d -= 1;
+            buf[n] = digits[d];
+            n += 1;
+        }
+    }
+    buf[n..n + 3].copy_from_slice(b" 1\n");
+    n + 3
+}
+
+/// The command's seccomp filter (after Landlock); the errno on failure.
+pub(crate) fn command_seccomp(j: &Joined) -> Result<(), i32> {
+    match j.seccomp {
+        Some(prog) => {
+            crate::seccomp::enforce(prog).map_err(|e| e.raw_os_error().unwrap_or(libc::EPERM))
+        }
+        None => Ok(()),
+    }
+}
+
+#[expect(unsafe_code, reason = "open/write/close of a /proc file")]
+fn write_file(path: &CStr, data: &[u8]) {
+    // SAFETY: system calls on a descriptor opened here.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            die(b"cannot open a user namespace map", errno());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        if n != data.len() as isize {
+            die(b"cannot write a user namespace map", errno());
+        }
+        libc::close(fd);
+    }
+}
+
+/// A fork by the raw system call: no `atfork` handler, no lock of the
+/// C library (the process is a fork of a multi-threaded server).
+#[expect(unsafe_code, reason = "the clone system call as fork")]
+pub(crate) fn raw_fork() -> libc::pid_t {
+    // SAFETY: clone with only SIGCHLD is fork; the child continues here on
+    // a copy of this stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        ) as libc::pid_t
+    }
+}
+
+/// An exit code that says what a wait status says (128 + signal, as a
+/// shell and bubblewrap report a signalled child).
+pub(crate) fn exit_code(status: libc::c_int) -> libc::c_int {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    }
+}
+
+/// Says on stderr which step failed and with which errno, and exits 126
+/// (the code the entry used). No allocation.
+#[expect(unsafe_code, reason = "write(2) and _exit in a forked child")]
+pub(crate) fn die(what: &[u8], errno: i32) -> ! {
+    let mut buf = [0u8; 160];
+    let mut n = 0;
+    for part in [b"coding-tools-mcp sandbox: ".as_slice(), what, b": errno "] {
+        let take = part.len().min(buf.len() - n);
+        buf[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    let mut digits = [0u8; 12];
+    let mut d = 0;
+    let mut e = errno.unsigned_abs();
+    loop {
+        digits[d] = b'0' + (e % 10) as u8;
+        d += 1;
+        e /= 10;
+        if e == 0 {
+            break;
+        }
+    }
+    while d > 0 && n < buf.len() - 1 {
+        d -= 1;
+        buf[n] = digits[d];
+        n += 1;
+    }
+    buf[n] = b'\n';
+    n += 1;
+    // SAFETY: a write of a stack buffer, then _exit.
+    unsafe {
+        libc::write(2, buf.as_ptr().cast(), n);
+        libc::_exit(126)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_maps_are_one_line_of_one_id() {
+        let mut b = [0u8; 40];
+        let n = id_map(&mut b, 65534, 0);
+        assert_eq!(&b[..n], b"65534 0 1\n");
+        let n = id_map(&mut b, 4_294_967_294, 1000);
+        assert_eq!(&b[..n], b"4294967294 1000 1\n");
+    }
+
+    #[test]
+    fn exit_codes_say_what_ended_the_command() {
+        assert_eq!(exit_code(3 << 8), 3);
+        assert_eq!(exit_code(libc::SIGKILL), 128 + 9);
+    }
+}
