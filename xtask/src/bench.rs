@@ -566,6 +566,16 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     )?;
     let bwrap_tier =
         bwrap.call("check_exec_environment", json!({}))?.1["sandbox"]["tier"] == "namespace";
+    // The namespace tier as it was before shared namespaces: a sandbox
+    // built for each command (issue 31).
+    let mut own = Client::start_with_env(
+        binary,
+        ws.path(),
+        &[],
+        &[("CODING_TOOLS_MCP_SANDBOX_PER_COMMAND", "1")],
+    )?;
+    let own_tier = tier == "namespace";
+    let mut o_ = Vec::new();
     let mut w = Vec::new();
     let (mut a, mut r, mut b, mut l) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs * 2 {
@@ -574,6 +584,9 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
         l.push(landlock.call("exec_command", json!({"cmd": "true"}))?.0);
         if bwrap_tier {
             w.push(bwrap.call("exec_command", json!({"cmd": "true"}))?.0);
+        }
+        if own_tier {
+            o_.push(own.call("exec_command", json!({"cmd": "true"}))?.0);
         }
         if let Some(o) = other.as_mut() {
             b.push(o.call("exec_command", json!({"cmd": "true"}))?.0);
@@ -604,6 +617,15 @@ fn exec(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
             bare,
         );
     }
+    if !o_.is_empty() {
+        row(
+            "exec_command `true` round trip (namespace tier, a sandbox built per command)",
+            median(&mut o_),
+            "spawn /bin/true",
+            bare,
+        );
+    }
+    drop(own);
     drop(bwrap);
     drop(landlock);
     drop(other);

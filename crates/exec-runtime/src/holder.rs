@@ -283,6 +283,73 @@ impl Holder {
     pub(crate) fn fits(&self, key: &[OsString]) -> bool {
         self.key == key
     }
+
+    /// Makes every directory between a tmpfs the workspace's commands all
+    /// write (`/tmp`, `/run`, `/dev/shm`) and each of `targets` (the
+    /// sandbox's binds) a mount point in the holder's mount namespace —
+    /// bound onto itself with what is below it — so that no command can
+    /// rename or remove one and leave a tree of its own where the next
+    /// command's seal mounts and working directory are made.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a one-time helper process of the exec runtime, per holder"
+    )]
+    pub(crate) fn fortify(&self, targets: &[&Path]) -> Result<(), String> {
+        use std::os::unix::process::CommandExt;
+        let shared = [Path::new("/tmp"), Path::new("/run"), Path::new("/dev/shm")];
+        let mut dirs: Vec<&Path> = targets
+            .iter()
+            .flat_map(|t| t.ancestors().skip(1))
+            .filter(|a| shared.iter().any(|r| a.starts_with(r) && a != r))
+            .collect();
+        dirs.sort_by_key(|d| (d.components().count(), d.to_path_buf()));
+        dirs.dedup();
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        let dirs: Vec<CString> = dirs
+            .iter()
+            .map(|d| CString::new(d.as_os_str().as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        let (user, mnt) = (
+            self.user.as_raw_fd(),
+            self.spaces
+                .iter()
+                .find(|(_, k)| *k == libc::CLONE_NEWNS)
+                .map(|(fd, _)| fd.as_raw_fd())
+                .ok_or("no mount namespace")?,
+        );
+        let mut command = std::process::Command::new("/bin/true");
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: setns and mount between fork and exec, on values
+        // prepared before the fork.
+        #[expect(unsafe_code, reason = "pre_exec runs code between fork and exec")]
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setns(user, libc::CLONE_NEWUSER) != 0
+                    || libc::setns(mnt, libc::CLONE_NEWNS) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for d in &dirs {
+                    mount(Some(d), d, None, libc::MS_BIND | libc::MS_REC, None)
+                        .map_err(std::io::Error::from_raw_os_error)?;
+                }
+                Ok(())
+            });
+        }
+        let status = command
+            .status()
+            .map_err(|e| format!("fixing the sandbox's directories: {e}"))?;
+        if !status.success() {
+            return Err(format!("fixing the sandbox's directories: {status}"));
+        }
+        Ok(())
+    }
 }
 
 /// A connected pair of `SOCK_SEQPACKET` UNIX sockets, close-on-exec.
@@ -334,10 +401,13 @@ pub(crate) struct Joined {
     cwd: CString,
     /// (mount point, overlayfs options): the git seal's copy-on-write view.
     overlays: Vec<(CString, CString)>,
-    /// The seal's binds: (path, read-only).
-    binds: Vec<(CString, bool)>,
+    /// The seal's mounts, in order.
+    binds: Vec<(CString, SealMount)>,
     /// The server's overlay layers, covered by an empty read-only tmpfs.
     hide: Option<CString>,
+    /// Directories that must be the host's own at these paths (the
+    /// workspace, the runtime directory): device and inode.
+    same: Vec<(CString, u64, u64)>,
     /// The server's user and group ids: the command's own user namespace
     /// maps them to what they are in the holder's (bubblewrap's is uid 0
     /// there: it sets up as root and maps back in a namespace of its own).
@@ -347,6 +417,42 @@ pub(crate) struct Joined {
     /// command's terminal, `/dev/tty` with the file rights).
     pub(crate) inside: Inside,
     seccomp: Option<&'static seccompiler::BpfProgram>,
+}
+
+/// One of the git seal's mounts in a command's mount namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SealMount {
+    /// Bound onto itself (a mount point: no rename, no removal).
+    MountPoint,
+    /// Bound onto itself read-only.
+    ReadOnly,
+    /// Bound onto itself read-only when it is there (the older seal's
+    /// list, `--ro-bind-try`).
+    ReadOnlyIfThere,
+    /// A missing directory git would read, made and covered by an empty
+    /// read-only tmpfs (the seal without the overlay).
+    EmptyDir,
+}
+
+impl From<crate::gitseal::Bind> for SealMount {
+    fn from(b: crate::gitseal::Bind) -> Self {
+        match b {
+            crate::gitseal::Bind::MountPoint => Self::MountPoint,
+            crate::gitseal::Bind::ReadOnly => Self::ReadOnly,
+        }
+    }
+}
+
+impl SealMount {
+    /// The older seal's mount (without the overlay), as `namespace::argv`
+    /// makes it.
+    pub(crate) fn legacy(s: crate::namespace::Seal) -> Self {
+        match s {
+            crate::namespace::Seal::MountPoint => Self::MountPoint,
+            crate::namespace::Seal::ReadOnly => Self::ReadOnlyIfThere,
+            crate::namespace::Seal::EmptyDir => Self::EmptyDir,
+        }
+    }
 }
 
 /// Landlock rights for the sandbox's own mounts.
@@ -369,8 +475,9 @@ impl Joined {
         holder: Arc<Holder>,
         cwd: &Path,
         overlays: Vec<(CString, CString)>,
-        binds: &[(crate::gitseal::Bind, std::path::PathBuf)],
+        binds: Vec<(SealMount, std::path::PathBuf)>,
         hide: Option<&Path>,
+        same: &[&Path],
         inside: Inside,
     ) -> Result<Self, String> {
         let c = |p: &Path| {
@@ -387,9 +494,15 @@ impl Joined {
             }
             Err(_) => None,
         };
+        let mut checks = Vec::with_capacity(same.len());
+        for p in same {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            checks.push((c(p)?, m.dev(), m.ino()));
+        }
         let mut b = Vec::with_capacity(binds.len());
         for (kind, path) in binds {
-            b.push((c(path)?, *kind == crate::gitseal::Bind::ReadOnly));
+            b.push((c(&path)?, kind));
         }
         Ok(Self {
             user: holder.user.as_raw_fd(),
@@ -403,6 +516,7 @@ impl Joined {
             overlays,
             binds: b,
             hide: hide.map(c).transpose()?,
+            same: checks,
             ids,
             inside,
             seccomp,
@@ -488,6 +602,23 @@ fn bind(path: &CStr, read_only: bool) -> Result<(), i32> {
     mount_setattr(path, attrs, true)
 }
 
+/// Makes the directory `path` when it is missing and covers it with an
+/// empty read-only tmpfs (in the command's mount namespace only).
+#[expect(unsafe_code, reason = "mkdir(2) of a NUL-terminated path")]
+fn empty_dir(path: &CStr) -> Result<(), i32> {
+    // SAFETY: a system call on a NUL-terminated string.
+    if unsafe { libc::mkdir(path.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
+        return Err(errno());
+    }
+    mount(
+        Some(c"tmpfs"),
+        path,
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY | libc::MS_NOSYMFOLLOW,
+        Some(c"size=4096,mode=0755"),
+    )
+}
+
 impl Joined {
     /// In the supervisor: joins the holder's namespaces and makes the
     /// command's mount namespace; the next child is PID 1 of a new PID
@@ -509,6 +640,17 @@ impl Joined {
             }
         }
         let step = |what: &'static str| move |e: i32| (what, e);
+        for (path, dev, ino) in &self.same {
+            // SAFETY: stat into a struct of this frame.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: a NUL-terminated path and that struct.
+            if unsafe { libc::stat(path.as_ptr(), &mut st) } != 0 {
+                return Err(("the sandbox's view of the workspace", errno()));
+            }
+            if st.st_dev != *dev || st.st_ino != *ino {
+                return Err(("the sandbox's view of the workspace", libc::ESTALE));
+            }
+        }
         mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
             .map_err(step("private mounts"))?;
         for (target, data) in &self.overlays {
@@ -521,12 +663,19 @@ impl Joined {
             )
             .map_err(step("the git overlay"))?;
         }
-        for (path, read_only) in &self.binds {
-            match bind(path, *read_only) {
+        for (path, kind) in &self.binds {
+            let made = match kind {
+                SealMount::MountPoint => bind(path, false),
+                SealMount::ReadOnly | SealMount::ReadOnlyIfThere => bind(path, true),
+                SealMount::EmptyDir => empty_dir(path),
+            };
+            match made {
                 Ok(()) => {}
-                // Gone since the plan was made: nothing to seal there.
-                Err(libc::ENOENT) => {}
-                Err(e) => return Err(("a seal bind", e)),
+                Err(libc::ENOENT) if *kind == SealMount::ReadOnlyIfThere => {}
+                // Anything else — one gone since the plan was made
+                // included — fails the command rather than leaving a path
+                // unsealed.
+                Err(e) => return Err(("a seal mount", e)),
             }
         }
         if let Some(h) = &self.hide {

@@ -1382,6 +1382,10 @@ impl ExecRuntime {
                 &ours,
             )?;
             drop(theirs);
+            let mut targets: Vec<&Path> = vec![plan.workspace];
+            targets.extend(plan.runtime);
+            targets.extend(plan.hidden_roots.iter().map(PathBuf::as_path));
+            holder.fortify(&targets)?;
             let holder = Arc::new(holder);
             self.probe_joined(&holder)?;
             Ok::<_, String>(holder)
@@ -1414,8 +1418,9 @@ impl ExecRuntime {
             holder.clone(),
             Path::new("/"),
             Vec::new(),
-            &[],
+            Vec::new(),
             None,
+            &[],
             crate::holder::Inside::default(),
         )?;
         let cwd = rustix::fs::open(
@@ -1641,8 +1646,8 @@ impl ExecRuntime {
                     tty,
                     hold: None,
                 };
-                match (legacy_seal, self.holder(&plan)) {
-                    (false, Some(holder)) => {
+                match self.holder(&plan) {
+                    Some(holder) => {
                         let at = rustix::fs::readlink(
                             format!("/proc/self/fd/{}", cwd.as_raw_fd()),
                             Vec::new(),
@@ -1677,15 +1682,32 @@ impl ExecRuntime {
                                     ),
                                 ),
                                 overlays,
-                                &seal_binds,
+                                // As `namespace::argv` orders them: the seal's
+                                // binds, then (no overlay) the older list.
+                                seal_binds
+                                    .iter()
+                                    .map(|(k, p)| ((*k).into(), p.clone()))
+                                    .chain(
+                                        if legacy_seal {
+                                            namespace::git_seal(&ws_root)
+                                        } else {
+                                            Vec::new()
+                                        }
+                                        .into_iter()
+                                        .map(|(k, p)| (crate::holder::SealMount::legacy(k), p)),
+                                    )
+                                    .collect(),
                                 hide.as_deref(),
+                                &std::iter::once(ws_root.as_path())
+                                    .chain(runtime.as_deref())
+                                    .collect::<Vec<_>>(),
                                 inside,
                             )
                             .map_err(|e| spawn_error(std::io::Error::other(e)))?,
                         );
                         None
                     }
-                    _ => Some((namespace::argv(&plan), vec![ruleset_fd, helper.as_raw_fd()])),
+                    None => Some((namespace::argv(&plan), vec![ruleset_fd, helper.as_raw_fd()])),
                 }
             }
             _ => None,
@@ -1694,6 +1716,19 @@ impl ExecRuntime {
             .map(|m| supervisor::NsSetup::new(vec![m]))
             .transpose()
             .map_err(|e| spawn_error(std::io::Error::other(e)))?;
+        // A command that cannot start in the shared namespaces (one
+        // changed under them) leaves them: the next command makes new ones.
+        let joined_used = joined.is_some();
+        let failed = |e: std::io::Error| {
+            if joined_used {
+                self.inner
+                    .holder
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .current = None;
+            }
+            spawn_error(e)
+        };
         let launch = Launch::new(&req.cmd, env, cwd, sandbox, !tty, gates.landlock, wrapper)
             .map_err(|why| spawn_error(std::io::Error::other(why)))?
             .with_namespace(ns_setup)
@@ -1722,7 +1757,7 @@ impl ExecRuntime {
             let child = spawn_on(Box::new(move || {
                 command.spawn(pts).map_err(std::io::Error::other)
             }))
-            .map_err(spawn_error)?;
+            .map_err(failed)?;
             drop(status_w);
             let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
             let (reader, writer) = pty.into_split();
@@ -1752,7 +1787,7 @@ impl ExecRuntime {
         unsafe {
             command.pre_exec(child_setup);
         }
-        let mut child = spawn_on(Box::new(move || command.spawn())).map_err(spawn_error)?;
+        let mut child = spawn_on(Box::new(move || command.spawn())).map_err(failed)?;
         drop(status_w);
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let cmd = new_cmd(pid, false, 2, None);

@@ -165,12 +165,18 @@ fn git(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn git_stays_usable_and_cannot_be_made_to_run_programs() {
+/// A workspace that is a repository with one commit (`a.txt`).
+fn committed() -> super::sandbox::Layout {
     let l = layout();
     std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
     assert!(git(&l.ws, &["add", "a.txt"]).status.success());
     assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    l
+}
+
+#[test]
+fn git_stays_usable_and_cannot_be_made_to_run_programs() {
+    let l = committed();
     let Some(mut s) = start(&l.ws, &[]) else {
         return;
     };
@@ -804,10 +810,7 @@ fn commands_share_tmp_and_loopback_but_not_processes() {
 /// file the user replaces is seen as it is now (no stale bind).
 #[test]
 fn seal_binds_follow_the_workspace_between_commands() {
-    let l = layout();
-    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
-    assert!(git(&l.ws, &["add", "a.txt"]).status.success());
-    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let l = committed();
     let Some(mut s) = start(&l.ws, &[]) else {
         return;
     };
@@ -837,10 +840,7 @@ fn seal_binds_follow_the_workspace_between_commands() {
 /// so, and the seal holds the same.
 #[test]
 fn a_sandbox_per_command_still_holds_the_seal() {
-    let l = layout();
-    std::fs::write(l.ws.join("a.txt"), "a\n").unwrap();
-    assert!(git(&l.ws, &["add", "a.txt"]).status.success());
-    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let l = committed();
     let mut s = StdioServer::start_with(
         command(&l.ws, &[])
             .env("CODING_TOOLS_MCP_SANDBOX_PER_COMMAND", "1")
@@ -876,4 +876,50 @@ fn a_sandbox_per_command_still_holds_the_seal() {
     // Its own /tmp, as before shared namespaces.
     let v = run(&mut s, "ls /tmp/mine");
     assert_ne!(v["exit_code"], 0, "{v}");
+}
+
+/// From an attacker's review of shared namespaces: the directories above
+/// the workspace in the sandbox's shared `/tmp` belonged to the command,
+/// which renamed one (the workspace's bind moving with it) and left a tree
+/// of its own at the old path, where the next command's git overlay, seal
+/// binds and working directory were then made — and it wrote the real
+/// `.git/config`. Every such directory is a mount point now.
+#[test]
+fn a_command_cannot_move_the_workspace_from_under_the_next_ones_seal() {
+    let l = committed();
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    if !l.ws.starts_with("/tmp") {
+        eprintln!(
+            "NOTE: the workspace {} is not below /tmp; the move is tried anyway",
+            l.ws.display()
+        );
+    }
+    let config = std::fs::read(l.ws.join(".git/config")).unwrap();
+    std::fs::write(
+        l.ws.join("move.sh"),
+        "R=$(pwd); P=$(dirname \"$R\"); mv \"$P\" \"$P-moved\"; M=$?; echo mv=$M\n\
+         [ $M = 0 ] && mkdir -p \"$R/.git\" && echo fake > \"$R/a.txt\"\n\
+         exit 0\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "sh move.sh");
+    let out = v["stdout"].as_str().unwrap_or_default();
+    assert!(!out.contains("mv=0"), "the workspace's parent moved: {v}");
+    std::fs::write(
+        l.ws.join("plant.sh"),
+        "R=$(pwd); P=$(dirname \"$R\"); N=$(basename \"$R\")\n\
+         printf '[core]\\n\\tfsmonitor = true\\n' >> \"$P-moved/$N/.git/config\"\n\
+         printf '[core]\\n\\tfsmonitor = true\\n' >> .git/config\n\
+         cat a.txt\n",
+    )
+    .unwrap();
+    let v = run(&mut s, "sh plant.sh");
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "a",
+        "the command ran in another tree: {v}"
+    );
+    assert_eq!(std::fs::read(l.ws.join(".git/config")).unwrap(), config);
 }
