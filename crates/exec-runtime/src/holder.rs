@@ -225,10 +225,14 @@ impl Holder {
                 Ok(())
             });
         }
-        let child = command
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start the sandbox builder: {e}"))?;
         let received = wait_readable(ours, 10_000).and_then(|()| recv_fds(ours.as_raw_fd(), 5));
+        if received.is_err() {
+            // A builder that hangs is not waited for.
+            let _ = child.kill();
+        }
         let out = child
             .wait_with_output()
             .map_err(|e| format!("waiting for the sandbox builder: {e}"))?;

@@ -80,3 +80,16 @@ pub use sandbox::{DEVICES, LandlockSupport, support as landlock_support};
 pub use seccomp::{REFUSED as SECCOMP_REFUSED, available as seccomp_available};
 pub use signal::Signal;
 pub use supervisor::default_signal_dispositions;
+
+/// Lowers the calling thread's scheduling priority to the least (nice 19;
+/// what it starts inherits it): start-up work done beside serving — the
+/// sandbox probes, sweeps, checks — then takes no CPU from the first
+/// answers on a busy or small machine, and still runs when nothing else
+/// does.
+pub fn background_priority() {
+    // SAFETY: setpriority on this thread's own id (Linux schedules threads).
+    #[expect(unsafe_code, reason = "setpriority(2) of the calling thread")]
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+    }
+}

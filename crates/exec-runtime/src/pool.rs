@@ -843,6 +843,7 @@ impl ExecRuntime {
         if cfg.gates.landlock && cfg.sandbox.tier != TierChoice::Landlock && helper.is_some() {
             // Probe bubblewrap now, off the first command's path.
             std::thread::spawn(|| {
+                crate::background_priority();
                 namespace::support();
             });
         }

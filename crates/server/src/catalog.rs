@@ -827,19 +827,15 @@ impl ToolSpec {
             .filter(|p| p.required)
             .map(|p| p.name)
             .collect();
-        let mut schema = json!({
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": false,
-        });
+        let mut m = Map::new();
+        m.insert("type".into(), "object".into());
+        m.insert("properties".into(), Value::Object(props));
         // No required property: no `required` (the same schema, shorter).
-        if required.is_empty()
-            && let Some(m) = schema.as_object_mut()
-        {
-            m.remove("required");
+        if !required.is_empty() {
+            m.insert("required".into(), required.into());
         }
-        schema
+        m.insert("additionalProperties".into(), false.into());
+        Value::Object(m)
     }
 
     /// The tool as `tools/list` shows it.
@@ -849,14 +845,17 @@ impl ToolSpec {
         } else {
             self.annotations
         };
-        let mut v = json!({
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema(),
-            "outputSchema": crate::output::tool_schema(self.output.map(|f| f())),
-            "annotations": ann.to_json(self.title),
-        });
+        let mut v = crate::output::json_object([
+            ("name", self.name.into()),
+            ("title", self.title.into()),
+            ("description", self.description.into()),
+            ("inputSchema", self.input_schema()),
+            (
+                "outputSchema",
+                crate::output::tool_schema(self.output.map(|f| f())),
+            ),
+            ("annotations", ann.to_json(self.title)),
+        ]);
         let meta = self.client_hints();
         if !meta.is_empty()
             && let Some(m) = v.as_object_mut()

@@ -265,6 +265,7 @@ fn announce_git_seal(server: &Arc<Server>) {
     let _ = std::thread::Builder::new()
         .name("ctm-seal-check".into())
         .spawn(move || {
+            ctm_exec_runtime::background_priority();
             let status = server.exec.git_seal_status();
             if status.degraded {
                 tracing::warn!(

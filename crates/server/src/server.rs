@@ -38,7 +38,11 @@ pub struct Server {
     /// Set by `--metrics`: every tool call is counted.
     pub metrics: Option<Arc<Metrics>>,
     /// The `tools/list` result: fixed for the life of the process.
-    tools_listing: std::sync::OnceLock<Value>,
+    /// The `tools/list` result, built once (from start-up on, beside it).
+    tools_listing: Arc<std::sync::OnceLock<Value>>,
+    /// The instructions of the first `initialize`, made from start-up on.
+    first_instructions: Arc<std::sync::OnceLock<String>>,
+    first_instructions_taken: std::sync::atomic::AtomicBool,
     /// Returns freed heap to the system once calls go quiet.
     trimmer: crate::trim::Trimmer,
 }
@@ -50,6 +54,29 @@ impl Server {
         trace: Trace,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
+        // The listing (a few milliseconds of schemas) is built beside the
+        // rest of start-up, not when the first `tools/list` asks for it.
+        let tools_listing = Arc::new(std::sync::OnceLock::new());
+        {
+            let cell = tools_listing.clone();
+            let (view_image, fake) = (config.view_image, config.fake_readonly_annotations);
+            let _ = std::thread::Builder::new()
+                .name("ctm-tools-list".into())
+                .spawn(move || {
+                    cell.get_or_init(|| build_listing(view_image, fake));
+                });
+        }
+        let mut limits = Limits::new(config.max_wait_secs);
+        let first_instructions = Arc::new(std::sync::OnceLock::new());
+        {
+            let cell = first_instructions.clone();
+            let (ws, context) = (workspace.clone(), limits.context.clone());
+            let _ = std::thread::Builder::new()
+                .name("ctm-instructions".into())
+                .spawn(move || {
+                    cell.get_or_init(|| instructions_for(&ws, &context).0);
+                });
+        }
         let runtime_dirs = RuntimeDirs::create(workspace.root(), config.runtime_root.as_deref())
             .map(Arc::new)
             .map_err(Arc::new);
@@ -61,7 +88,6 @@ impl Server {
                 }
             }
         }
-        let mut limits = Limits::new(config.max_wait_secs);
         limits.patch_max_file_bytes = config.patch_max_file_bytes;
         limits.patch_max_total_bytes = config.patch_max_total_bytes;
         // Safe mode keeps patches out of .git/ (hooks and config live there).
@@ -76,6 +102,7 @@ impl Server {
         // background so start-up does not wait for a walk of the workspace.
         let sweep = workspace.clone();
         std::thread::spawn(move || {
+            ctm_exec_runtime::background_priority();
             let left = ctm_patch_engine::clean_leftovers(&sweep);
             for (path, why) in &left.failed {
                 tracing::warn!("cannot remove leftover patch file {path}: {why}");
@@ -116,7 +143,9 @@ impl Server {
             image_decodes: tools::new_decode_slots(),
             trace,
             metrics,
-            tools_listing: std::sync::OnceLock::new(),
+            tools_listing,
+            first_instructions,
+            first_instructions_taken: std::sync::atomic::AtomicBool::new(false),
             trimmer: crate::trim::Trimmer::default(),
         }
     }
@@ -129,8 +158,19 @@ impl Server {
         catalog::enabled_tools(self.config.view_image)
     }
 
-    /// The `instructions` of `initialize` and `server/discover`.
+    /// The `instructions` of `initialize` and `server/discover`: the first
+    /// were made at start-up, beside it (the workspace's files read then);
+    /// later ones are read afresh.
     pub fn instructions(&self) -> String {
+        if !self
+            .first_instructions_taken
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return self
+                .first_instructions
+                .get_or_init(|| self.instructions_and_context().0)
+                .clone();
+        }
         self.instructions_and_context().0
     }
 
@@ -139,15 +179,26 @@ impl Server {
     /// context budget (20 KiB by default): the files get what the other two
     /// leave.
     pub fn instructions_and_context(&self) -> (String, ProjectContext) {
-        let total = self.limits.context.total_bytes;
+        instructions_for(&self.workspace, &self.limits.context)
+    }
+}
+
+/// The instructions of a server on `workspace` (see
+/// [`Server::instructions_and_context`]).
+fn instructions_for(
+    workspace: &Workspace,
+    limits: &ctm_workspace_fs::ContextLimits,
+) -> (String, ProjectContext) {
+    {
+        let total = limits.total_bytes;
         let preamble = format!(
             "Coding tools confined to the workspace {}; paths are relative to it. Change files only with apply_patch, never through exec_command.",
-            self.workspace.root().display()
+            workspace.root().display()
         );
         let mut index = String::new();
         let ctx = project_context_with(
-            &self.workspace,
-            &self.limits.context,
+            workspace,
+            limits,
             |ctx| {
                 // At most an eighth of the budget, whole paths only.
                 index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
@@ -163,7 +214,9 @@ impl Server {
         text.push_str(&index);
         (text, ctx)
     }
+}
 
+impl Server {
     fn capabilities() -> Value {
         json!({ "tools": { "listChanged": false } })
     }
@@ -188,9 +241,10 @@ impl Server {
 
     fn tools_list(&self) -> MethodOutcome {
         let listing = self.tools_listing.get_or_init(|| {
-            let fake = self.config.fake_readonly_annotations;
-            let tools: Vec<Value> = self.tools().map(|t| t.listing(fake)).collect();
-            json!({ "tools": tools })
+            build_listing(
+                self.config.view_image,
+                self.config.fake_readonly_annotations,
+            )
         });
         Ok(listing.clone())
     }
@@ -466,4 +520,14 @@ impl Dispatcher for SharedServer {
     fn notify(&self, req: &Request, era: Era) {
         tracing::debug!(method = %req.method, era = era_name(era), "notification");
     }
+}
+
+/// The `tools/list` result of a server with these settings.
+fn build_listing(view_image: bool, fake_read_only: bool) -> Value {
+    let tools: Vec<Value> = catalog::enabled_tools(view_image)
+        .map(|t| t.listing(fake_read_only))
+        .collect();
+    let mut m = serde_json::Map::new();
+    m.insert("tools".into(), Value::Array(tools));
+    Value::Object(m)
 }
