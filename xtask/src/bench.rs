@@ -886,6 +886,36 @@ fn startup(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
             median(&mut b),
         );
     }
+    // The same on the 49,000-file tree, in each tier (issue 31: nothing
+    // proportional to the workspace before the first answer), against the
+    // empty workspace's start in the same run.
+    let tree = generate_tree()?;
+    let tree_arg = tree.to_string_lossy().into_owned();
+    for (tier, extra) in [
+        ("the default tier", None),
+        ("landlock tier", Some("landlock")),
+    ] {
+        let mut cmd = vec![
+            binary.to_string_lossy().into_owned(),
+            "--stdio".into(),
+            "--workspace".into(),
+            tree_arg.clone(),
+        ];
+        if let Some(t) = extra {
+            cmd.extend(["--sandbox".to_owned(), t.to_owned()]);
+        }
+        round_trip(&cmd, &tree)?;
+        let mut t = Vec::new();
+        for _ in 0..runs {
+            t.push(round_trip(&cmd, &tree)?);
+        }
+        row(
+            &format!("start-up to first tools/list (stdio), 49,000-file tree, {tier}"),
+            median(&mut t),
+            "same, empty workspace",
+            median(&mut a),
+        );
+    }
     Ok(())
 }
 
