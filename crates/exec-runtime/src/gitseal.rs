@@ -255,6 +255,22 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
         }
     }
     let mut binds: BTreeSet<(usize, Bind, PathBuf)> = BTreeSet::new();
+    // A git directory deeper in the workspace (a `.git` file naming
+    // `a/b/repo.git`): every directory above it is a mount point, so that
+    // no command can move it — the overlay with it — and leave another in
+    // its place for the next command's plan while it writes the real one.
+    if let Some(rel) = plan
+        .overlay
+        .as_deref()
+        .and_then(|g| g.strip_prefix(workspace).ok())
+    {
+        let mut above = workspace.to_path_buf();
+        let comps: Vec<_> = rel.components().collect();
+        for (depth, c) in comps.iter().enumerate().take(comps.len().saturating_sub(1)) {
+            above.push(c);
+            binds.insert((depth, Bind::MountPoint, above.clone()));
+        }
+    }
     for p in &sealed {
         let Ok(rel) = p.strip_prefix(workspace) else {
             continue;

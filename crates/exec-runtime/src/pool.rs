@@ -1518,9 +1518,17 @@ impl ExecRuntime {
         } else {
             Vec::new()
         };
+        // The server's overlay layers are covered in every namespace-tier
+        // command of safe mode, with an overlay or without (a command that
+        // makes the workspace a repository switches the next ones to it).
         let hide = seal_job
             .as_ref()
-            .and_then(|j| j.scratch.parent().map(Path::to_path_buf));
+            .and_then(|j| j.scratch.parent().map(Path::to_path_buf))
+            .or_else(|| {
+                (ns && self.inner.cfg.sandbox.seal_git)
+                    .then(|| self.seal_root().ok().map(Path::to_path_buf))
+                    .flatten()
+            });
         let seal_binds = seal_plan
             .as_ref()
             .map(|p| p.binds.clone())

@@ -923,3 +923,57 @@ fn a_command_cannot_move_the_workspace_from_under_the_next_ones_seal() {
     );
     assert_eq!(std::fs::read(l.ws.join(".git/config")).unwrap(), config);
 }
+
+/// From the second attacker's review (both ways of building the sandbox):
+/// a `.git` file naming a git directory deeper in the workspace
+/// (`a/b/repo.git`). A command moved `a` — the overlay with it — and left a
+/// fake `a/b/repo.git`; the next command's plan found the fake, and the
+/// command wrote `core.fsmonitor` into the real one, which the user's
+/// `git status` then ran. Every directory above the git directory is a
+/// mount point now.
+#[test]
+fn a_git_directory_deeper_in_the_workspace_cannot_be_moved_aside() {
+    let l = layout();
+    let _ = std::fs::remove_dir_all(l.ws.join(".git"));
+    std::fs::create_dir_all(l.ws.join("a/b")).unwrap();
+    let real = l.ws.join("a/b/repo.git");
+    assert!(
+        git(
+            &l.ws,
+            &["init", "-q", "--separate-git-dir", real.to_str().unwrap()]
+        )
+        .status
+        .success()
+    );
+    std::fs::write(l.ws.join("f"), "f\n").unwrap();
+    assert!(git(&l.ws, &["add", "f"]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let config = std::fs::read(real.join("config")).unwrap();
+    let marker = l.ws.join("FSMON_RAN");
+    let v = run(
+        &mut s,
+        "mv a a2; echo mv=$?; [ -d a2 ] && mkdir -p a/b/repo.git/objects a/b/repo.git/refs && cp a2/b/repo.git/HEAD a/b/repo.git/; exit 0",
+    );
+    assert!(
+        !v["stdout"].as_str().unwrap_or_default().contains("mv=0"),
+        "the git directory's parent moved: {v}"
+    );
+    std::fs::write(
+        l.ws.join("plant.sh"),
+        format!(
+            "for c in a2/b/repo.git/config a/b/repo.git/config; do\n\
+             [ -f \"$c\" ] && printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> \"$c\"\n\
+             done\nexit 0\n",
+            m = marker.display()
+        ),
+    )
+    .unwrap();
+    run(&mut s, "sh plant.sh");
+    drop(s);
+    assert_eq!(std::fs::read(real.join("config")).unwrap(), config);
+    assert!(git(&l.ws, &["status", "--short"]).status.success());
+    assert!(!marker.exists(), "the user's git ran a planted program");
+}
