@@ -95,6 +95,10 @@ pub(crate) struct SealPlan {
     pub gaps: Vec<String>,
     /// The never-writable entries that do not exist now.
     pub missing_protected: Vec<PathBuf>,
+    /// Never-writable entries that are symbolic links, and where each
+    /// leads: the target is sealed, the link (in a writable directory) is
+    /// not, so a command that replaces one is named in its result.
+    pub links: Vec<(PathBuf, PathBuf)>,
     /// The workspace root has no `.git` (one of `gaps` says so).
     pub no_repository: bool,
 }
@@ -240,7 +244,11 @@ pub(crate) fn plan(workspace: &Path) -> SealPlan {
         match std::fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
                 // A link in a writable directory: the place it leads to is
-                // sealed when inside (the link itself could be replaced).
+                // sealed when inside (the link itself could be replaced, and
+                // a command that does is named in its result).
+                if let Ok(to) = std::fs::read_link(&p) {
+                    plan.links.push((p.clone(), to));
+                }
                 if let Ok(t) = p.canonicalize()
                     && is_within(&t, workspace)
                     && t != workspace
@@ -1511,6 +1519,17 @@ pub(crate) fn probe_overlay(scratch: &Path) -> Result<(), String> {
 
 /// The never-writable entries that exist now among `missing` (listed
 /// before a command): what the command created, workspace-relative.
+/// The links of `links` (path, where it led) that are no longer the same
+/// link: replaced by a file or directory, removed, or leading elsewhere.
+pub(crate) fn replaced_links(workspace: &Path, links: &[(PathBuf, PathBuf)]) -> Vec<String> {
+    links
+        .iter()
+        .filter(|(p, to)| std::fs::read_link(p).ok().as_ref() != Some(to))
+        .filter_map(|(p, _)| p.strip_prefix(workspace).ok())
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
 pub(crate) fn created_since(workspace: &Path, missing: &[PathBuf]) -> Vec<String> {
     missing
         .iter()

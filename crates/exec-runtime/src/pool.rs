@@ -619,6 +619,8 @@ struct Cmd {
     missing_protected: Vec<PathBuf>,
     /// What the seal bound read-only for this command (workspace-relative).
     sealed_read_only: Vec<String>,
+    /// Never-writable links and where they led (see `SealPlan::links`).
+    sealed_links: Vec<(PathBuf, PathBuf)>,
     /// Safe mode: the repositories at and directly below the workspace
     /// root when the command started.
     repos_before: Option<std::collections::BTreeSet<PathBuf>>,
@@ -1546,6 +1548,10 @@ impl ExecRuntime {
             None => Vec::new(),
         };
         let repos_before = watching.then(|| crate::gitseal::shallow_repos(&ws_root));
+        let sealed_links = seal_plan
+            .as_ref()
+            .map(|p| p.links.clone())
+            .unwrap_or_default();
         let sealed_read_only: Vec<String> = seal_binds
             .iter()
             .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
@@ -1601,6 +1607,7 @@ impl ExecRuntime {
                 seal: seal.take(),
                 missing_protected: missing_protected.clone(),
                 sealed_read_only: sealed_read_only.clone(),
+                sealed_links: sealed_links.clone(),
                 repos_before: repos_before.clone(),
                 workspace_root: ws_root.clone(),
             })
@@ -2150,6 +2157,10 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                 };
                 r.created_protected =
                     crate::gitseal::created_since(&c.workspace_root, &c.missing_protected);
+                r.created_protected.extend(crate::gitseal::replaced_links(
+                    &c.workspace_root,
+                    &c.sealed_links,
+                ));
                 if !c.sealed_read_only.is_empty() && c.said_read_only() {
                     r.read_only = c.sealed_read_only.clone();
                 }

@@ -977,3 +977,46 @@ fn a_git_directory_deeper_in_the_workspace_cannot_be_moved_aside() {
     assert!(git(&l.ws, &["status", "--short"]).status.success());
     assert!(!marker.exists(), "the user's git ran a planted program");
 }
+
+/// From the second attacker's review: a hook manager's file that is a
+/// symbolic link (`.pre-commit-config.yaml -> cfg/pc.yaml`) has its target
+/// sealed, but no mount covers a link, and a command replaced it with a
+/// file of its own that the user's next `git commit` would run. The command
+/// is named in its result now (as when it creates one that was missing).
+#[test]
+fn a_replaced_link_to_a_hook_managers_file_is_named() {
+    let l = layout();
+    std::fs::create_dir_all(l.ws.join("cfg")).unwrap();
+    std::fs::write(l.ws.join("cfg/pc.yaml"), "repos: []\n").unwrap();
+    std::os::unix::fs::symlink("cfg/pc.yaml", l.ws.join(".pre-commit-config.yaml")).unwrap();
+    assert!(git(&l.ws, &["add", "."]).status.success());
+    assert!(git(&l.ws, &["commit", "-qm", "one"]).status.success());
+    let Some(mut s) = start(&l.ws, &[]) else {
+        return;
+    };
+    let v = run(&mut s, "echo ok");
+    assert!(
+        !v["warnings"]
+            .to_string()
+            .contains(".pre-commit-config.yaml"),
+        "{v}"
+    );
+    let v = run(
+        &mut s,
+        "rm .pre-commit-config.yaml && printf 'repos: [local]\\n' > .pre-commit-config.yaml; echo done",
+    );
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default().trim(),
+        "done",
+        "{v}"
+    );
+    let w = v["warnings"].to_string();
+    assert!(
+        w.contains(".pre-commit-config.yaml") && w.contains("review it"),
+        "the replaced link is not named: {v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(l.ws.join("cfg/pc.yaml")).unwrap(),
+        "repos: []\n"
+    );
+}
