@@ -606,6 +606,10 @@ struct Cmd {
     /// Started below bubblewrap, which reports a shell killed by signal N
     /// as exit code 128+N.
     wrapped: bool,
+    /// Started in the workspace's shared namespaces (`crate::holder`):
+    /// when the supervisor reports PID 1's end, nothing of the command is
+    /// left, and the answer need not wait for the supervisor's own exit.
+    joined: std::sync::atomic::AtomicBool,
     /// Signals we sent the command (bit N: signal N).
     signalled: std::sync::atomic::AtomicU64,
     /// Git files that did not exist when the command started and that no
@@ -1602,6 +1606,7 @@ impl ExecRuntime {
                 changed: tx.clone(),
                 stdin: tokio::sync::Mutex::new(stdin),
                 wrapped: ns,
+                joined: std::sync::atomic::AtomicBool::new(false),
                 signalled: std::sync::atomic::AtomicU64::new(0),
                 git_watch: git_watch.clone(),
                 seal: seal.take(),
@@ -1779,6 +1784,8 @@ impl ExecRuntime {
             let (reader, writer) = pty.into_split();
             let cmd = new_cmd(pid, true, 1, Some(Box::new(writer)));
             spawn_reader(cmd.clone(), reader, Stream::Stdout);
+            cmd.joined
+                .store(joined_used, std::sync::atomic::Ordering::Relaxed);
             spawn_waiter(cmd.clone(), child, status_r);
             if !req.stdin.is_empty() {
                 let c = cmd.clone();
@@ -1822,6 +1829,8 @@ impl ExecRuntime {
                 // Dropping the handle delivers EOF.
             });
         }
+        cmd.joined
+            .store(joined_used, std::sync::atomic::Ordering::Relaxed);
         spawn_waiter(cmd.clone(), child, status_r);
         Ok(cmd)
     }
@@ -2140,7 +2149,19 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             }
             cmd.bump();
         }
-        let sup = child.wait().await;
+        // In the shared namespaces PID 1's end is the end of every process
+        // of the command (the kernel ends its PID namespace with it): the
+        // overlay's upper layer has no writer left, so the carry-back and
+        // the answer need not wait for the supervisor's exit (which tears
+        // the command's mount namespace down: about 0.4 ms); its layers are
+        // removed after it.
+        let early = cmd.joined.load(std::sync::atomic::Ordering::Relaxed)
+            && shell.is_some_and(|(_, empty)| empty);
+        let sup = if early {
+            None
+        } else {
+            Some(child.wait().await)
+        };
         if cmd.seal.is_some() || cmd.repos_before.is_some() {
             let c = cmd.clone();
             let report = tokio::task::spawn_blocking(move || {
@@ -2150,7 +2171,9 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
                             let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
                             crate::gitseal::carry_back(job, git.as_deref())
                         };
-                        job.remove();
+                        if !early {
+                            job.remove();
+                        }
                         r
                     }
                     None => crate::gitseal::SealReport::default(),
@@ -2203,9 +2226,10 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             let mut s = cmd.lock();
             if s.exit.is_none() {
                 // The supervisor ended before the shell reported: take its end.
+                let sup = sup.as_ref().and_then(|r| r.as_ref().ok());
                 s.exit = Some(ExitInfo {
-                    code: sup.as_ref().ok().and_then(|st| st.code()),
-                    signal: sup.as_ref().ok().and_then(|st| st.signal()),
+                    code: sup.and_then(|st| st.code()),
+                    signal: sup.and_then(|st| st.signal()),
                     at: Instant::now(),
                 });
             }
@@ -2213,6 +2237,18 @@ fn spawn_waiter(cmd: Arc<Cmd>, mut child: tokio::process::Child, status: std::os
             s.settling = false;
         }
         cmd.bump();
+        if early {
+            let _ = child.wait().await;
+            if cmd.seal.is_some() {
+                let c = cmd.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Some((job, _, _)) = c.seal.as_ref() {
+                        job.remove();
+                    }
+                })
+                .await;
+            }
+        }
     });
 }
 
