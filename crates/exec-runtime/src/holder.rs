@@ -98,25 +98,46 @@ fn hold(args: &[OsString]) -> Result<(), String> {
     send_fds(socket, &fds).map_err(|e| format!("sending the namespaces: {e}"))
 }
 
+/// The tag every holder message carries.
+const TAG: [u8; 8] = *b"ctm-hold";
+
+/// A message of one buffer (`data`) with room for `fds` descriptors as
+/// SCM_RIGHTS (`control`, sized here); `msghdr` points into both.
+#[expect(unsafe_code, reason = "CMSG_SPACE and a zeroed msghdr")]
+fn message(
+    data: &mut [u8; 8],
+    iov: &mut libc::iovec,
+    control: &mut Vec<u8>,
+    fds: usize,
+) -> libc::msghdr {
+    // SAFETY: CMSG_SPACE is arithmetic.
+    let space = unsafe { libc::CMSG_SPACE((fds * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    control.resize(space, 0);
+    *iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain data; all zero is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    msg
+}
+
 #[expect(unsafe_code, reason = "sendmsg with an SCM_RIGHTS control message")]
 fn send_fds(socket: RawFd, fds: &[RawFd]) -> std::io::Result<()> {
     let payload = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE is arithmetic.
-    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut tag = *b"ctm-hold";
+    let (mut tag, mut control) = (TAG, Vec::new());
     let mut iov = libc::iovec {
-        iov_base: tag.as_mut_ptr().cast(),
-        iov_len: tag.len(),
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
     };
-    // SAFETY: msghdr is plain data; every pointer set below points into
-    // buffers of this frame, alive for the call.
+    let msg = message(&mut tag, &mut iov, &mut control, fds.len());
+    // SAFETY: `msg` points into buffers of this frame, alive for the call;
+    // the control buffer has room for one header and `fds`.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -131,23 +152,15 @@ fn send_fds(socket: RawFd, fds: &[RawFd]) -> std::io::Result<()> {
 
 #[expect(unsafe_code, reason = "recvmsg with an SCM_RIGHTS control message")]
 fn recv_fds(socket: RawFd, want: usize) -> std::io::Result<Vec<OwnedFd>> {
-    let payload = want * std::mem::size_of::<RawFd>();
-    // SAFETY: CMSG_SPACE is arithmetic.
-    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut tag = [0u8; 8];
+    let (mut tag, mut control) = ([0u8; 8], Vec::new());
     let mut iov = libc::iovec {
-        iov_base: tag.as_mut_ptr().cast(),
-        iov_len: tag.len(),
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
     };
+    let mut msg = message(&mut tag, &mut iov, &mut control, want);
     let mut got = Vec::new();
     // SAFETY: as in `send_fds`; every descriptor received is owned at once.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
         let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             return Err(std::io::Error::last_os_error());
@@ -164,7 +177,7 @@ fn recv_fds(socket: RawFd, want: usize) -> std::io::Result<Vec<OwnedFd>> {
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
-        if n as usize != tag.len() || &tag != b"ctm-hold" || msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        if n as usize != tag.len() || tag != TAG || msg.msg_flags & libc::MSG_CTRUNC != 0 {
             return Err(std::io::Error::other("not a holder's message"));
         }
     }
@@ -702,7 +715,7 @@ impl Joined {
 /// # Safety
 /// Only in a forked child: system calls only.
 #[expect(unsafe_code, reason = "the sandbox's PID 1: mounts, fork, waitpid")]
-pub(crate) unsafe fn init(j: &Joined, supervisor: RawFd, command: impl FnOnce(RawFd)) -> ! {
+pub(crate) unsafe fn init(supervisor: RawFd, command: impl FnOnce(RawFd)) -> ! {
     // SAFETY: system calls in a single-threaded forked child.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -761,7 +774,6 @@ pub(crate) unsafe fn init(j: &Joined, supervisor: RawFd, command: impl FnOnce(Ra
             die(b"the sandbox's init kept a capability", libc::EPERM);
         }
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        let _ = j;
         // Holds nothing of the command's (and the gate opens).
         crate::supervisor::close_range(0, u32::MAX);
         loop {
@@ -844,11 +856,17 @@ pub(crate) fn command_namespace(j: &Joined, gate: RawFd) {
             die(b"the command's user namespace", errno());
         }
         let mut line = [0u8; 40];
-        write_file(c"/proc/self/setgroups", b"deny");
-        let n = id_map(&mut line, j.ids.0, outer_uid);
-        write_file(c"/proc/self/uid_map", &line[..n]);
-        let n = id_map(&mut line, j.ids.1, outer_gid);
-        write_file(c"/proc/self/gid_map", &line[..n]);
+        let mut gid_line = [0u8; 40];
+        let (u, g) = (
+            id_map(&mut line, j.ids.0, outer_uid),
+            id_map(&mut gid_line, j.ids.1, outer_gid),
+        );
+        let mapped = write_proc(c"/proc/self/setgroups", b"deny")
+            .and_then(|()| write_proc(c"/proc/self/uid_map", &line[..u]))
+            .and_then(|()| write_proc(c"/proc/self/gid_map", &gid_line[..g]));
+        if let Err(e) = mapped {
+            die(b"cannot write the command's user namespace maps", e);
+        }
         if !crate::supervisor::drop_all_capabilities() {
             die(b"the command kept a capability", libc::EPERM);
         }
@@ -904,20 +922,24 @@ pub(crate) fn command_seccomp(j: &Joined) -> Result<(), i32> {
     }
 }
 
+/// Writes `data` to the `/proc` file `path` (a user namespace's map) in
+/// one `write`; the errno on failure. System calls only.
 #[expect(unsafe_code, reason = "open/write/close of a /proc file")]
-fn write_file(path: &CStr, data: &[u8]) {
+pub(crate) fn write_proc(path: &CStr, data: &[u8]) -> Result<(), i32> {
     // SAFETY: system calls on a descriptor opened here.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            die(b"cannot open a user namespace map", errno());
+            return Err(errno());
         }
         let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        if n != data.len() as isize {
-            die(b"cannot write a user namespace map", errno());
-        }
+        let e = errno();
         libc::close(fd);
+        if n != data.len() as isize {
+            return Err(e.max(1));
+        }
     }
+    Ok(())
 }
 
 /// A fork by the raw system call: no `atfork` handler, no lock of the

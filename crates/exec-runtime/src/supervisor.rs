@@ -111,43 +111,19 @@ impl NsSetup {
             if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
                 return Err(errno());
             }
-            let write = |path: &std::ffi::CStr, data: &[u8]| -> Result<(), i32> {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(errno());
-                }
-                let n = libc::write(fd, data.as_ptr().cast(), data.len());
-                let e = errno();
-                libc::close(fd);
-                if n != data.len() as isize {
-                    return Err(e.max(1));
-                }
-                Ok(())
-            };
+            let write = crate::holder::write_proc;
             write(c"/proc/self/setgroups", b"deny")?;
             write(c"/proc/self/uid_map", self.uid_map.as_bytes())?;
             write(c"/proc/self/gid_map", self.gid_map.as_bytes())?;
-            if libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) != 0
-            {
-                return Err(errno());
-            }
+            crate::holder::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
             for (target, data) in &self.mounts {
-                if libc::mount(
-                    c"overlay".as_ptr(),
-                    target.as_ptr(),
-                    c"overlay".as_ptr(),
+                crate::holder::mount(
+                    Some(c"overlay"),
+                    target,
+                    Some(c"overlay"),
                     libc::MS_NOSUID | libc::MS_NODEV,
-                    data.as_ptr().cast(),
-                ) != 0
-                {
-                    return Err(errno());
-                }
+                    Some(data),
+                )?;
             }
             Ok(())
         }
@@ -435,7 +411,7 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
                 return Err(std::io::Error::last_os_error());
             }
             if init == 0 {
-                crate::holder::init(j, me, |gate| joined_command(launch, j, gate));
+                crate::holder::init(me, |gate| joined_command(launch, j, gate));
             }
             libc::close(me);
             // Orphans of the command go to that PID 1, not here: it is the

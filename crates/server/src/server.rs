@@ -181,42 +181,7 @@ impl Server {
     pub fn instructions_and_context(&self) -> (String, ProjectContext) {
         instructions_for(&self.workspace, &self.limits.context)
     }
-}
 
-/// The instructions of a server on `workspace` (see
-/// [`Server::instructions_and_context`]).
-fn instructions_for(
-    workspace: &Workspace,
-    limits: &ctm_workspace_fs::ContextLimits,
-) -> (String, ProjectContext) {
-    {
-        let total = limits.total_bytes;
-        let preamble = format!(
-            "Coding tools confined to the workspace {}; paths are relative to it. Change files only with apply_patch, never through exec_command.",
-            workspace.root().display()
-        );
-        let mut index = String::new();
-        let ctx = project_context_with(
-            workspace,
-            limits,
-            |ctx| {
-                // At most an eighth of the budget, whole paths only.
-                index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
-                preamble.len() + 2 + index.len()
-            },
-            context_note,
-        );
-        let mut text = preamble;
-        if !ctx.text.is_empty() {
-            text.push_str("\n\n");
-            text.push_str(&ctx.text);
-        }
-        text.push_str(&index);
-        (text, ctx)
-    }
-}
-
-impl Server {
     fn capabilities() -> Value {
         json!({ "tools": { "listChanged": false } })
     }
@@ -530,4 +495,35 @@ fn build_listing(view_image: bool, fake_read_only: bool) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("tools".into(), Value::Array(tools));
     Value::Object(m)
+}
+
+/// The instructions of a server on `workspace` (see
+/// [`Server::instructions_and_context`]).
+fn instructions_for(
+    workspace: &Workspace,
+    limits: &ctm_workspace_fs::ContextLimits,
+) -> (String, ProjectContext) {
+    let total = limits.total_bytes;
+    let preamble = format!(
+        "Coding tools confined to the workspace {}; paths are relative to it. Change files only with apply_patch, never through exec_command.",
+        workspace.root().display()
+    );
+    let mut index = String::new();
+    let ctx = project_context_with(
+        workspace,
+        limits,
+        |ctx| {
+            // At most an eighth of the budget, whole paths only.
+            index = nested_index(&ctx.nested, ctx.nested_truncated, total / 8);
+            preamble.len() + 2 + index.len()
+        },
+        context_note,
+    );
+    let mut text = preamble;
+    if !ctx.text.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&ctx.text);
+    }
+    text.push_str(&index);
+    (text, ctx)
 }
