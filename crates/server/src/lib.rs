@@ -4,7 +4,8 @@
 //! nothing else.
 //!
 //! The library exists so that fuzz targets and embedders reach the same
-//! argument decoder the server uses ([`validate_arguments`], [`tool_names`]); everything else
+//! argument decoder the server uses ([`validate_arguments`], [`tool_names`]), and
+//! the complete result declarations ([`result_schema`]); everything else
 //! stays private to the server.
 
 #![deny(missing_docs)]
@@ -314,6 +315,17 @@ fn default_stop_signals() {
 /// `tools/list` order.
 pub fn tool_names() -> impl Iterator<Item = &'static str> {
     catalog::enabled_tools(true).map(|t| t.name)
+}
+
+/// The complete declaration of what `tool` answers in `structuredContent`:
+/// every field with its whole schema, and which a success always carries.
+/// `tools/list` serves a shorter `outputSchema` (the types of the fields a
+/// success always carries); this is what `docs/tools.md` lists and what the
+/// black-box tests check every answer against. `None` for no such tool.
+pub fn result_schema(tool: &str) -> Option<serde_json::Value> {
+    catalog::enabled_tools(true)
+        .find(|t| t.name == tool)
+        .map(|t| output::full_schema(t.output.map(|f| f())))
 }
 
 /// Validates the `arguments` of a `tools/call` of `tool` exactly as the server

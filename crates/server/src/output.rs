@@ -146,18 +146,20 @@ pub fn object(fields: Vec<(&'static str, Value, bool)>) -> Value {
 /// Declares a result struct once: serde serializes it in field order and
 /// [`Shape`] describes it. Raw identifiers
 /// (`r#type`) give reserved words as field names; `#[serde(rename)]` is
-/// not used, so the schema's names are the identifiers.
+/// not used, so the schema's names are the identifiers. A field followed by
+/// `[skip_if "pred"]` is left out of the answer when `pred` holds (an empty
+/// list, a `false` flag): the schema lists it as optional.
 macro_rules! tool_result {
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)?
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty $([skip_if $pred:literal])? ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, serde::Serialize)]
         $vis struct $name {
-            $( $(#[$fmeta])* pub $field: $ty, )*
+            $( $(#[$fmeta])* $(#[serde(skip_serializing_if = $pred)])? pub $field: $ty, )*
         }
 
         impl $crate::output::Shape for $name {
@@ -166,12 +168,26 @@ macro_rules! tool_result {
                     $( (
                         $crate::args::field_name(stringify!($field)),
                         <$ty as $crate::output::Shape>::shape(),
-                        <$ty as $crate::output::Shape>::OPTIONAL,
+                        <$ty as $crate::output::Shape>::OPTIONAL $( || $crate::output::skipped($pred) )?,
                     ), )*
                 ])
             }
         }
     };
+}
+/// For `[skip_if]`: a flag left out when it holds (its usual value).
+pub fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// For `[skip_if]`: a count left out when there is nothing to count.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A field with `[skip_if ...]` may be absent: optional in the schema.
+pub const fn skipped(_predicate: &str) -> bool {
+    true
 }
 pub(crate) use tool_result;
 
@@ -189,10 +205,75 @@ pub fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
     format!("{tool}({})", args.join(", "))
 }
 
-/// A tool's `outputSchema`: `ok`, `error` on failure, and the result's
-/// fields, which a success (`ok: true`) always carries when required.
-/// Failures may carry more fields (e.g. `status`), so the object stays open.
+/// A tool's `outputSchema` as `tools/list` serves it: `ok`, `error` (with
+/// the fields every failure carries), and the type of each field a success
+/// always carries. Fields a result carries only sometimes (a continuation,
+/// a cut stream's offsets, the full report) are left to `docs/protocol.md`
+/// and the object stays open, so they validate; nested objects are named
+/// by their type only. The whole declaration of every field is
+/// [`full_schema`] (issue 32: the listing is fetched by every client, and
+/// the complete declarations made it three times the reference's).
 pub fn tool_schema(result: Option<Value>) -> Value {
+    let mut properties = Map::new();
+    properties.insert("ok".into(), json!({"type": "boolean"}));
+    properties.insert(
+        "error".into(),
+        json!({"type": "object", "required": ["code", "message", "category", "retryable", "details"]}),
+    );
+    if let Some(result) = result
+        && let (Some(Value::Object(p)), Some(Value::Array(required))) =
+            (result.get("properties"), result.get("required"))
+    {
+        for name in required.iter().filter_map(Value::as_str) {
+            if let Some(field) = p.get(name) {
+                properties.insert(name.to_owned(), type_only(field));
+            }
+        }
+    }
+    json_object([
+        ("type", "object".into()),
+        ("properties", Value::Object(properties)),
+        ("required", json!(["ok"])),
+    ])
+}
+
+/// A field's schema reduced to its `type` (the union of an `anyOf`'s).
+fn type_only(field: &Value) -> Value {
+    let mut types: Vec<Value> = Vec::new();
+    let mut add = |t: &Value| match t {
+        Value::Array(ts) => ts.iter().for_each(|t| {
+            if !types.contains(t) {
+                types.push(t.clone());
+            }
+        }),
+        t @ Value::String(_) if !types.contains(t) => types.push(t.clone()),
+        _ => {}
+    };
+    if let Some(t) = field.get("type") {
+        add(t);
+    }
+    for choice in field
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(t) = choice.get("type") {
+            add(t);
+        }
+    }
+    match types.len() {
+        0 => json!({}),
+        1 => json_object([("type", types.remove(0))]),
+        _ => json_object([("type", Value::Array(types))]),
+    }
+}
+
+/// A tool's complete result declaration: `ok`, `error` on failure, and
+/// every field of the result with its whole schema, which a success
+/// (`ok: true`) always carries when required. The black-box tests check
+/// every answer against it; `docs/protocol.md` lists it.
+pub fn full_schema(result: Option<Value>) -> Value {
     let mut properties = Map::new();
     properties.insert("ok".into(), json!({"type": "boolean"}));
     properties.insert("error".into(), error_schema());

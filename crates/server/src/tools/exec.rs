@@ -11,8 +11,8 @@ use ctm_protocol_eras::RequestContext;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{
-    ExecCommandArgs, KillCommandArgs, KillSignal, OutputStream, ReadOutputArgs, Verbosity,
-    WriteStdinArgs,
+    Detail, ExecCommandArgs, InfoArgs, KillCommandArgs, KillSignal, OutputStream, ReadOutputArgs,
+    Verbosity, WriteStdinArgs,
 };
 use crate::envelope::{ErrorCode, ToolError, ToolSuccess};
 use crate::errors::exec_error;
@@ -139,9 +139,11 @@ tool_result! {
         exit_code: Option<i32>,
         signal: Option<&'static str>,
         timed_out: bool,
-        tty: bool,
+        /// Only for a command on a terminal.
+        tty: bool [skip_if "std::ops::Not::not"],
         elapsed_ms: u64,
-        verbosity: &'static str,
+        /// Only when asked for a verbosity other than `full`.
+        verbosity: &'static str [skip_if "is_full"],
         #[serde(skip_serializing_if = "Option::is_none")]
         preview: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,7 +172,10 @@ tool_result! {
         stderr_output_lines: Option<usize>,
         stderr_dropped_bytes: u64,
         truncated: bool,
-        output_refs: OutputRefs,
+        /// Only when an answer left output out (the refs `read_output`
+        /// pages; each is `command:<command_id>:<stream>`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_refs: Option<OutputRefs>,
         #[serde(skip_serializing_if = "Option::is_none")]
         output_ref: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -181,19 +186,22 @@ tool_result! {
         truncated_output_streams: Option<Vec<&'static str>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
-        background_running: bool,
+        /// Only when the command left a process running after it.
+        background_running: bool [skip_if "std::ops::Not::not"],
         #[serde(skip_serializing_if = "Option::is_none")]
         next_action: Option<NextAction>,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_actions: Option<Vec<ReadOutputCall>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         wait: Option<WaitReport>,
-        warnings: Vec<String>,
+        warnings: Vec<String> [skip_if "Vec::is_empty"],
         #[serde(skip_serializing_if = "Option::is_none")]
         diagnostics: Option<Vec<Diagnostic>>,
-        // kill_command only.
+        // kill_command only. The process's own status, when it is not
+        // the kill's verdict in `status`.
         #[serde(skip_serializing_if = "Option::is_none")]
         process_status: Option<&'static str>,
+        /// Every signal sent, when there was more than `signal_sent`.
         #[serde(skip_serializing_if = "Option::is_none")]
         signals_sent: Option<Vec<&'static str>>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,6 +263,11 @@ fn wait_of(requested_ms: u64, ctx: &RequestContext) -> Wait {
         effective: Duration::from_millis(requested_ms.min(budget_ms)),
         cut_by_budget: budget_ms < requested_ms,
     }
+}
+
+/// The default verbosity, left out of answers.
+fn is_full(v: &&str) -> bool {
+    *v == "full"
 }
 
 fn output_ref(id: &str, stream: Stream) -> String {
@@ -692,10 +705,11 @@ fn render(
         stdout,
         stderr,
         truncated: cut || preview_cut,
-        output_refs: OutputRefs {
-            stdout: output_ref(id, Stream::Stdout),
-            stderr: output_ref(id, Stream::Stderr),
-        },
+        output_refs: (cut || preview_cut || s.stdout.omitted_bytes + s.stderr.omitted_bytes > 0)
+            .then(|| OutputRefs {
+                stdout: output_ref(id, Stream::Stdout),
+                stderr: output_ref(id, Stream::Stderr),
+            }),
         output_ref: named.then(|| output_ref(id, main_stream)),
         output_stream: named.then(|| main_stream.as_str()),
         output_truncated: cut.then_some(true),
@@ -844,8 +858,9 @@ pub async fn kill_command(
     // The kill's verdict replaces the process's status (which stays in
     // `process_status`).
     result.status = outcome.status.as_str();
-    result.process_status = Some(outcome.snapshot.status.as_str());
-    result.signals_sent = Some(sent.clone());
+    let process_status = outcome.snapshot.status.as_str();
+    result.process_status = (process_status != result.status).then_some(process_status);
+    result.signals_sent = (sent.len() > 1).then(|| sent.clone());
     result.processes_signalled = Some(outcome.processes_signalled);
     // The reference's names: the last signal sent (the escalation's KILL
     // when there was one; null when the command had ended and nothing was
@@ -988,14 +1003,22 @@ tool_result! {
     /// The namespace tier: whether commands get it, and why not.
     pub struct NamespaceReport {
         active: bool,
+        /// Why the tier is not active, and how to get it.
+        #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         fix: Option<String>,
         /// What builds the sandbox: `built-in` (this binary) or `bwrap`.
+        #[serde(skip_serializing_if = "Option::is_none")]
         builder: Option<&'static str>,
         /// `per workspace` (namespaces made once, joined by each command)
         /// or `per command: <why>`.
+        #[serde(skip_serializing_if = "Option::is_none")]
         setup: Option<String>,
+        /// The system `bwrap` and its version (`detail: "full"`).
+        #[serde(skip_serializing_if = "Option::is_none")]
         bwrap: Option<WirePath>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         bwrap_version: Option<String>,
         private_network: bool,
         git_sealed: bool,
@@ -1052,21 +1075,31 @@ tool_result! {
 }
 
 tool_result! {
-    /// What confines commands (`sandbox` of `check_exec_environment` and
-    /// `server_info`).
+    /// What confines commands (`sandbox` of `check_exec_environment`).
+    /// The roots, the toolchain, each protection and what is not confined
+    /// are in the full report (`detail: "full"`); a reason is there only
+    /// when something is unavailable.
     pub struct SandboxReport {
         tier: &'static str,
         namespace: NamespaceReport,
-        landlock_abi: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
         landlock_unavailable_reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         seccomp_unavailable_reason: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         read_roots: Option<Vec<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         write_roots: Option<Vec<WirePath>>,
-        toolchain_env: Map<String, Value>,
-        path_entries_not_readable: Vec<UnreadablePathEntry>,
-        protections: Protections,
-        seccomp_refuses: Vec<&'static str>,
-        not_confined: Vec<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        toolchain_env: Option<Map<String, Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path_entries_not_readable: Option<Vec<UnreadablePathEntry>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        protections: Option<Protections>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seccomp_refuses: Option<Vec<&'static str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        not_confined: Option<Vec<&'static str>>,
     }
 }
 
@@ -1121,15 +1154,25 @@ tool_result! {
         landlock_abi: Option<u32>,
         global_tmp_write: &'static str,
         warnings: Vec<String>,
-        shell: &'static str,
+        /// `summary` (the default) or `full`, as asked.
+        detail: &'static str,
         gates: GateReport,
-        landlock: LandlockReport,
-        environment: EnvironmentReport,
-        runtime: super::server_info::RuntimeReport,
         sandbox: SandboxReport,
-        limits: CommandLimits,
-        active_commands: usize,
-        probes_run: bool,
+        // The full report only.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        shell: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        landlock: Option<LandlockReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        environment: Option<EnvironmentReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        runtime: Option<super::server_info::RuntimeReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limits: Option<CommandLimits>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        active_commands: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        probes_run: Option<bool>,
     }
 }
 
@@ -1137,7 +1180,7 @@ tool_result! {
 /// each protection whether the kernel enforces it (`enforced`), the host
 /// lacks it (`unavailable`), the mode does not ask for it (`off`), or it is
 /// a reading of the command line (`heuristic`).
-pub fn sandbox_report(server: &Server) -> SandboxReport {
+pub fn sandbox_report(server: &Server, full: bool) -> SandboxReport {
     let g = server.gates();
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
@@ -1199,8 +1242,8 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
                 (true, false) => Some("bwrap"),
             },
             setup: ns.then(|| server.exec.namespace_setup()),
-            bwrap: ns_support.bwrap.clone().map(WirePath),
-            bwrap_version: ns_support.version.clone(),
+            bwrap: ns_support.bwrap.clone().map(WirePath).filter(|_| full),
+            bwrap_version: ns_support.version.clone().filter(|_| full),
             private_network: tier.private_network,
             git_sealed: seal.sealed,
             git_seal: GitSealReport {
@@ -1209,21 +1252,21 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
                 gaps: seal.gaps.clone(),
             },
         },
-        landlock_abi: ll.abi,
         landlock_unavailable_reason: ll.reason.clone(),
         seccomp_unavailable_reason: seccomp_available().as_ref().err().cloned(),
-        read_roots: confined.then_some(read_roots),
-        write_roots: confined.then(|| write_roots.into_iter().map(WirePath).collect()),
-        toolchain_env: tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
-        path_entries_not_readable: tc
-            .skipped
-            .iter()
-            .map(|(path, reason)| UnreadablePathEntry {
-                path: path.clone(),
-                reason,
-            })
-            .collect(),
-        protections: Protections {
+        read_roots: (confined && full).then_some(read_roots),
+        write_roots: (confined && full).then(|| write_roots.into_iter().map(WirePath).collect()),
+        toolchain_env: full.then(|| tc.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect()),
+        path_entries_not_readable: full.then(|| {
+            tc.skipped
+                .iter()
+                .map(|(path, reason)| UnreadablePathEntry {
+                    path: path.clone(),
+                    reason,
+                })
+                .collect()
+        }),
+        protections: full.then_some(Protections {
             read_confinement: kernel(g.landlock, ll.filesystem()),
             write_confinement: kernel(g.landlock, ll.filesystem()),
             truncate_confinement: kernel(g.landlock, ll.truncate()),
@@ -1252,17 +1295,20 @@ pub fn sandbox_report(server: &Server) -> SandboxReport {
                 g.landlock && tier.git_sealed && seal.design == "overlay",
             ),
             set_id_bits_refused: kernel(g.landlock, seccomp_ok),
-        },
-        seccomp_refuses: if g.landlock && seccomp_ok {
-            SECCOMP_REFUSED.to_vec()
-        } else {
-            Vec::new()
-        },
-        not_confined,
+        }),
+        seccomp_refuses: full.then(|| {
+            if g.landlock && seccomp_ok {
+                SECCOMP_REFUSED.to_vec()
+            } else {
+                Vec::new()
+            }
+        }),
+        not_confined: full.then_some(not_confined),
     }
 }
 
-pub fn check_exec_environment(server: &Server) -> ToolSuccess {
+pub fn check_exec_environment(server: &Server, args: &InfoArgs) -> ToolSuccess {
+    let full = args.detail == Detail::Full;
     let g = server.gates();
     let ll = landlock_support();
     let confined = g.landlock && ll.available;
@@ -1310,7 +1356,8 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
         landlock_abi: env.landlock_abi,
         global_tmp_write: env.global_tmp_write,
         warnings: super::server_info::exec_warnings(server),
-        shell: "/bin/sh -c",
+        detail: args.detail.as_str(),
+        shell: full.then_some("/bin/sh -c"),
         gates: GateReport {
             network: g.network.as_str(),
             shell_expansion: g.shell_expansion.as_str(),
@@ -1324,7 +1371,7 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
                 "allowed"
             },
         },
-        landlock: LandlockReport {
+        landlock: full.then(|| LandlockReport {
             available: ll.available,
             abi: ll.abi,
             enforced_for_commands: confined,
@@ -1335,8 +1382,8 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
                     server.runtime_dirs.as_ref().ok().map(|d| d.root().into()),
                 ]
             }),
-        },
-        environment: EnvironmentReport {
+        }),
+        environment: full.then(|| EnvironmentReport {
             inherit: server.config.shell_env_inherit.as_str(),
             include_only: policy.include_only.clone(),
             exclude: policy.exclude.clone(),
@@ -1351,12 +1398,12 @@ pub fn check_exec_environment(server: &Server) -> ToolSuccess {
                 "NO_COLOR=1",
                 "CI=1",
             ],
-        },
-        runtime,
-        sandbox: sandbox_report(server),
-        limits: server.limits.commands(),
-        active_commands: server.exec.active(),
-        probes_run: false,
+        }),
+        runtime: full.then_some(runtime),
+        sandbox: sandbox_report(server, full),
+        limits: full.then(|| server.limits.commands()),
+        active_commands: full.then(|| server.exec.active()),
+        probes_run: full.then_some(false),
     };
     ToolSuccess::new(text, &result)
 }

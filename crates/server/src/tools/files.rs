@@ -42,18 +42,17 @@ tool_result! {
         encoding: &'static str,
         start_line: u64,
         end_line: u64,
-        lines_returned: u64,
         bytes_read: usize,
         output_lines: u64,
         output_bytes: usize,
         total_lines: u64,
-        total_lines_exact: bool,
+        /// Only when `total_lines` is a lower bound.
+        total_lines_exact: bool [skip_if "crate::output::is_true"],
         total_bytes: u64,
         max_bytes: usize,
         truncated: bool,
         truncated_by: Option<&'static str>,
         first_line_exceeds_limit: bool,
-        has_more: bool,
         next_start_line: Option<u64>,
         warnings: Vec<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,7 +71,6 @@ tool_result! {
         modified: Option<String>,
         is_hidden: bool,
         is_ignored: bool,
-        depth: usize,
     }
 }
 
@@ -87,9 +85,10 @@ tool_result! {
     /// What `list_dir` answers.
     pub struct ListDirResult {
         path: String,
-        count: usize,
         truncated: bool,
-        limit: EntryLimit,
+        /// Only when it cut the listing.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<EntryLimit>,
         warnings: Vec<String>,
         entries: Vec<DirEntry>,
     }
@@ -116,9 +115,10 @@ tool_result! {
     /// What `list_files` answers.
     pub struct ListFilesResult {
         path: String,
-        count: usize,
         truncated: bool,
-        limit: ResultLimit,
+        /// Only when it cut the list.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<ResultLimit>,
         warnings: Vec<String>,
         files: Vec<FileEntry>,
     }
@@ -131,7 +131,7 @@ tool_result! {
         line: u64,
         column: u64,
         preview: String,
-        preview_truncated: bool,
+        preview_truncated: bool [skip_if "std::ops::Not::not"],
         before: Vec<String>,
         after: Vec<String>,
     }
@@ -141,16 +141,15 @@ tool_result! {
     /// What `search_text` answers.
     pub struct SearchTextResult {
         query: String,
-        path: String,
-        regex: bool,
-        case_sensitive: bool,
-        match_count: usize,
         total_matches: u64,
-        total_matches_exact: bool,
+        /// Only when `total_matches` is a lower bound.
+        total_matches_exact: bool [skip_if "crate::output::is_true"],
         truncated: bool,
-        limit: ResultLimit,
+        /// Only when it cut the matches.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit: Option<ResultLimit>,
         files_searched: u64,
-        binary_files_skipped: u64,
+        binary_files_skipped: u64 [skip_if "crate::output::is_zero"],
         warnings: Vec<String>,
         matches: Vec<SearchMatch>,
     }
@@ -276,7 +275,6 @@ pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess
         encoding: "utf-8",
         start_line: r.start_line,
         end_line,
-        lines_returned,
         bytes_read: r.content.len(),
         output_lines: output_lines(&r.content, truncated, lines_returned),
         output_bytes: r.content.len(),
@@ -287,7 +285,6 @@ pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess
         truncated,
         truncated_by: r.truncated_by.map(truncated_by),
         first_line_exceeds_limit: r.first_line_exceeds_limit,
-        has_more: r.next_start_line.is_some(),
         next_start_line: r.next_start_line,
         warnings,
         next_action,
@@ -345,7 +342,6 @@ fn dir_entry(e: Entry) -> DirEntry {
         size_bytes: e.size_bytes,
         is_hidden: e.is_hidden,
         is_ignored: e.is_ignored,
-        depth: e.depth,
     }
 }
 
@@ -390,9 +386,8 @@ pub async fn list_dir(ws: &Workspace, args: ListDirArgs) -> Result<ToolSuccess, 
     }
     let result = ListDirResult {
         path,
-        count: l.entries.len(),
         truncated: l.truncated,
-        limit: EntryLimit { max_entries: max },
+        limit: l.truncated.then_some(EntryLimit { max_entries: max }),
         warnings,
         entries: l.entries.into_iter().map(dir_entry).collect(),
     };
@@ -433,9 +428,8 @@ pub async fn list_files(ws: &Workspace, args: ListFilesArgs) -> Result<ToolSucce
     }
     let result = ListFilesResult {
         path,
-        count: l.entries.len(),
         truncated: l.truncated,
-        limit: ResultLimit { max_results: max },
+        limit: l.truncated.then_some(ResultLimit { max_results: max }),
         warnings,
         files: l
             .entries
@@ -463,7 +457,7 @@ pub async fn search_text(ws: &Workspace, args: SearchTextArgs) -> Result<ToolSuc
     req.context_lines = args.context_lines;
     req.max_results = args.max_results;
     req.max_preview_bytes = args.max_preview_bytes;
-    let (max, regex, case_sensitive) = (req.max_results, req.regex, req.case_sensitive);
+    let max = req.max_results;
     let o = blocking(ws, &path, move |ws, p| {
         ctm_workspace_fs::search_text(ws, p, &req)
     })
@@ -504,14 +498,10 @@ pub async fn search_text(ws: &Workspace, args: SearchTextArgs) -> Result<ToolSuc
     }
     let result = SearchTextResult {
         query,
-        path,
-        regex,
-        case_sensitive,
-        match_count: o.matches.len(),
         total_matches: o.total_matches as u64,
         total_matches_exact: o.total_exact,
         truncated: o.truncated,
-        limit: ResultLimit { max_results: max },
+        limit: o.truncated.then_some(ResultLimit { max_results: max }),
         files_searched: o.files_searched as u64,
         binary_files_skipped: o.binary_files_skipped as u64,
         warnings,

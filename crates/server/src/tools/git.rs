@@ -87,7 +87,6 @@ tool_result! {
         original_path: Option<String>,
         index_status: String,
         worktree_status: String,
-        xy: String,
     }
 }
 
@@ -100,10 +99,9 @@ tool_result! {
         upstream: String,
         ahead: usize,
         behind: usize,
-        count: usize,
         truncated: bool,
         clean: bool,
-        warnings: Vec<&'static str>,
+        warnings: Vec<&'static str> [skip_if "Vec::is_empty"],
         entries: Vec<StatusChange>,
     }
 }
@@ -159,7 +157,6 @@ pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSucc
             original_path: e.orig_path.clone(),
             index_status: porcelain(e.staged).to_string(),
             worktree_status: porcelain(e.unstaged).to_string(),
-            xy: xy(e),
         })
         .collect();
     let result = GitStatusResult {
@@ -169,7 +166,6 @@ pub async fn git_status(server: &Server, args: GitStatusArgs) -> Result<ToolSucc
         upstream: s.upstream.unwrap_or_default(),
         ahead: s.ahead_behind.map_or(0, |x| x.0),
         behind: s.ahead_behind.map_or(0, |x| x.1),
-        count: s.entries.len(),
         truncated: s.truncated,
         clean: s.entries.is_empty(),
         warnings: if s.truncated {
@@ -211,12 +207,17 @@ tool_result! {
     pub struct ChangedFile {
         path: String,
         status: &'static str,
-        change: &'static str,
+        /// Only when finer than `status`: `renamed`, `copied`,
+        /// `type_changed`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        change: Option<&'static str>,
         binary: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
         old_path: Option<String>,
         lines_added: usize,
         lines_removed: usize,
-        included: bool,
+        /// Only when the diff left this file out.
+        included: bool [skip_if "crate::output::is_true"],
         /// `unstaged` or `staged` in a `git_diff`; absent in a `git_show`.
         #[serde(skip_serializing_if = "Option::is_none")]
         stage: Option<&'static str>,
@@ -229,7 +230,7 @@ fn diff_files(d: &DiffOutcome, stage: Option<&'static str>) -> Vec<ChangedFile> 
         .map(|f| ChangedFile {
             path: f.path.clone(),
             status: status_word(f.status),
-            change: change_word(f.status),
+            change: Some(change_word(f.status)).filter(|w| *w != status_word(f.status)),
             binary: f.binary,
             old_path: f.old_path.clone(),
             lines_added: f.added,
@@ -388,11 +389,14 @@ tool_result! {
         author_name: String,
         author_email: String,
         author_date: String,
-        author_time: i64,
-        committer: String,
-        committer_time: i64,
+        /// The committer and the commit date, only when either differs
+        /// from the author's.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        committer: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        committer_date: Option<String>,
         subject: String,
-        body: String,
+        body: String [skip_if "String::is_empty"],
         parents: Vec<String>,
     }
 }
@@ -404,9 +408,10 @@ fn commit(c: &ctm_git_tools::CommitInfo) -> Commit {
         author_name: c.author_name.clone(),
         author_email: c.author_email.clone(),
         author_date: iso_strict(c.author_time, c.author_offset),
-        author_time: c.author_time,
-        committer: c.committer_name.clone(),
-        committer_time: c.committer_time,
+        committer: (c.committer_name != c.author_name || c.committer_time != c.author_time)
+            .then(|| c.committer_name.clone()),
+        committer_date: (c.committer_name != c.author_name || c.committer_time != c.author_time)
+            .then(|| iso_strict(c.committer_time, c.committer_offset)),
         subject: c.subject.clone(),
         body: c.body.clone(),
         parents: c.parents.clone(),
@@ -421,7 +426,6 @@ tool_result! {
         path: String,
         max_count: usize,
         skip: usize,
-        count: usize,
         truncated: bool,
         warnings: Vec<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -470,7 +474,6 @@ pub async fn git_log(server: &Server, args: GitLogArgs) -> Result<ToolSuccess, T
         path: path.unwrap_or_else(|| ".".to_owned()),
         max_count: max,
         skip,
-        count: log.commits.len(),
         truncated: log.has_more,
         warnings: if log.has_more {
             vec!["commit limit reached"]

@@ -33,7 +33,7 @@ pub async fn run(
     }
     let a = &args;
     match spec.tool {
-        Tool::ServerInfo => Ok(server_info::run(server)),
+        Tool::ServerInfo => Ok(server_info::run(server, &typed(a))),
         Tool::RequestPermissions => request_permissions::run(server, &typed(a), a),
         Tool::ReadFile => files::read_file(ws, typed(a)).await,
         Tool::ListDir => files::list_dir(ws, typed(a)).await,
@@ -45,7 +45,7 @@ pub async fn run(
         Tool::WriteStdin => exec::write_stdin(server, &typed(a), ctx).await,
         Tool::KillCommand => exec::kill_command(server, &typed(a), ctx).await,
         Tool::ReadOutput => exec::read_output(server, typed(a)).await,
-        Tool::CheckExecEnvironment => Ok(exec::check_exec_environment(server)),
+        Tool::CheckExecEnvironment => Ok(exec::check_exec_environment(server, &typed(a))),
         Tool::GitStatus => git::git_status(server, typed(a)).await,
         Tool::GitDiff => git::git_diff(server, typed(a)).await,
         Tool::GitLog => git::git_log(server, typed(a)).await,

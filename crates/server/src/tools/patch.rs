@@ -46,21 +46,18 @@ tool_result! {
     pub struct PatchFile {
         operation: &'static str,
         path: String,
+        /// A move's new path.
+        #[serde(skip_serializing_if = "Option::is_none")]
         destination: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         additions: Option<usize>,
         #[serde(skip_serializing_if = "Option::is_none")]
         removals: Option<usize>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        lines_added: Option<usize>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        lines_removed: Option<usize>,
-        /// Absent for an unplanned operation; null for an added file.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        old_sha256: Option<Option<String>>,
         /// Absent for an unplanned operation; null for a deleted file.
         #[serde(skip_serializing_if = "Option::is_none")]
         new_sha256: Option<Option<String>>,
+        /// Where each hunk matched, only when one matched other than
+        /// exactly (the evidence that the file's own text was kept).
         #[serde(skip_serializing_if = "Option::is_none")]
         hunks: Option<Vec<PatchHunk>>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,20 +77,21 @@ impl PatchFile {
             destination: f.destination.clone(),
             additions: Some(f.lines_added),
             removals: Some(f.lines_removed),
-            lines_added: Some(f.lines_added),
-            lines_removed: Some(f.lines_removed),
-            old_sha256: Some(f.old_sha256.clone()),
             new_sha256: Some(f.new_sha256.clone()),
-            hunks: Some(
-                f.hunks
-                    .iter()
-                    .map(|h| PatchHunk {
-                        index: h.index,
-                        matched_with: h.matched_with.as_str(),
-                        start_line: h.start_line,
-                    })
-                    .collect(),
-            ),
+            hunks: f
+                .hunks
+                .iter()
+                .any(|h| h.matched_with != ctm_patch_engine::Tier::Exact)
+                .then(|| {
+                    f.hunks
+                        .iter()
+                        .map(|h| PatchHunk {
+                            index: h.index,
+                            matched_with: h.matched_with.as_str(),
+                            start_line: h.start_line,
+                        })
+                        .collect()
+                }),
             would_change: dry_run.then_some(f.would_change),
             changed: (!dry_run).then_some(f.would_change),
         }
@@ -108,8 +106,6 @@ tool_result! {
         #[serde(skip_serializing_if = "Option::is_none")]
         old_path: Option<String>,
         operation: &'static str,
-        additions: usize,
-        removals: usize,
     }
 }
 
@@ -123,8 +119,6 @@ impl AffectedFile {
             path,
             old_path,
             operation: f.operation.as_str(),
-            additions: f.lines_added,
-            removals: f.lines_removed,
         }
     }
 }
@@ -135,11 +129,8 @@ tool_result! {
         dry_run: bool,
         applied: bool,
         clean: bool,
-        file_count: usize,
         additions: usize,
         removals: usize,
-        lines_added: usize,
-        lines_removed: usize,
         summary: String,
         affected_files: Vec<AffectedFile>,
         files: Vec<PatchFile>,
@@ -219,11 +210,8 @@ fn render(report: &PatchReport) -> ToolSuccess {
         dry_run: report.dry_run,
         applied: report.applied,
         clean: true,
-        file_count: report.files.len(),
         additions: added,
         removals: removed,
-        lines_added: added,
-        lines_removed: removed,
         summary: summary.join("\n"),
         affected_files: report.files.iter().map(AffectedFile::of).collect(),
         files: report

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use ctm_exec_runtime::landlock_support;
 
-use crate::catalog::TOOLS;
+use crate::catalog::{Detail, InfoArgs, TOOLS};
 use crate::cli::TraceLevel;
 use crate::envelope::ToolSuccess;
 use crate::limits::LimitsReport;
@@ -246,13 +246,15 @@ tool_result! {
     /// The instruction files behind `instructions`.
     pub struct ProjectContextReport {
         /// The reference's list of paths; what was read of each is
-        /// `root_instruction_file_details`.
+        /// `root_instruction_file_details` (`detail: "full"`).
         root_instruction_files: Vec<String>,
-        root_instruction_file_details: Vec<InstructionFileReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        root_instruction_file_details: Option<Vec<InstructionFileReport>>,
         nested_instruction_files: Vec<String>,
-        nested_index_truncated: bool,
+        nested_index_truncated: bool [skip_if "std::ops::Not::not"],
         warnings: Vec<String>,
-        instructions_bytes: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        instructions_bytes: Option<usize>,
     }
 }
 
@@ -276,13 +278,8 @@ tool_result! {
         transport: &'static str,
         endpoint_path: &'static str,
         tool_count: usize,
-        catalog_size: usize,
         tools: Vec<&'static str>,
-        /// The real annotations of each served tool, by name (their
-        /// titles are in `tools/list`).
-        annotations: Map<String, Value>,
         annotation_override: Option<AnnotationOverride>,
-        auth: AuthReport,
         auth_enabled: bool,
         dangerously_skip_all_permissions: bool,
         shell_env_inherit: &'static str,
@@ -297,15 +294,30 @@ tool_result! {
         exec_policy: ExecPolicyReport,
         output_retention: OutputRetention,
         project_context: ProjectContextReport,
-        limits: LimitsReport,
         max_wait_secs: u64,
         text_json: bool,
-        trace: &'static str,
-        telemetry: &'static str,
+        /// `summary` (the default) or `full`, as asked.
+        detail: &'static str,
+        // The full report only.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        catalog_size: Option<usize>,
+        /// The real annotations of each served tool, by name (their
+        /// titles are in `tools/list`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        annotations: Option<Map<String, Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auth: Option<AuthReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limits: Option<LimitsReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        telemetry: Option<&'static str>,
     }
 }
 
-pub fn run(server: &Server) -> ToolSuccess {
+pub fn run(server: &Server, args: &InfoArgs) -> ToolSuccess {
+    let full = args.detail == Detail::Full;
     let cfg = &server.config;
     let (instructions, ctx) = server.instructions_and_context();
     let gates = server.gates();
@@ -354,19 +366,21 @@ pub fn run(server: &Server) -> ToolSuccess {
         },
         endpoint_path: "/mcp",
         tool_count: tools.len(),
-        catalog_size: TOOLS.len(),
         tools,
-        annotations: real_annotations(server)
-            .into_iter()
-            .map(|(name, mut a)| {
-                if let Some(a) = a.as_object_mut() {
-                    a.remove("title");
-                }
-                (name, a)
-            })
-            .collect(),
         annotation_override: annotation_override_report(server),
-        auth: AuthReport {
+        catalog_size: full.then_some(TOOLS.len()),
+        annotations: full.then(|| {
+            real_annotations(server)
+                .into_iter()
+                .map(|(name, mut a)| {
+                    if let Some(a) = a.as_object_mut() {
+                        a.remove("title");
+                    }
+                    (name, a)
+                })
+                .collect()
+        }),
+        auth: full.then_some(AuthReport {
             enabled: auth_enabled,
             bearer: cfg.auth_token.is_some(),
             oauth,
@@ -376,7 +390,7 @@ pub fn run(server: &Server) -> ToolSuccess {
                 "POST /mcp"
             },
             local_users: crate::loopback_clients(cfg).1,
-        },
+        }),
         auth_enabled,
         dangerously_skip_all_permissions: cfg.dangerously_skip_all_permissions,
         shell_env_inherit: cfg.shell_env_inherit.as_str(),
@@ -384,7 +398,7 @@ pub fn run(server: &Server) -> ToolSuccess {
         shell_env_exclude: cfg.env_policy.exclude.clone(),
         runtime: runtime.error.is_some().then_some(runtime),
         sandbox: SandboxSummary {
-            tier: crate::tools::exec::sandbox_report(server).tier,
+            tier: server.exec.tier().tier,
             details: "check_exec_environment",
         },
         exec_policy: ExecPolicyReport {
@@ -408,17 +422,18 @@ pub fn run(server: &Server) -> ToolSuccess {
         },
         project_context: ProjectContextReport {
             root_instruction_files: ctx.files.iter().map(|f| f.path.clone()).collect(),
-            root_instruction_file_details: ctx
-                .files
-                .iter()
-                .map(|f| InstructionFileReport {
-                    path: f.path.clone(),
-                    size_bytes: f.size_bytes,
-                    included_bytes: f.included_bytes,
-                    truncated: f.truncated,
-                    omitted: f.omitted,
-                })
-                .collect(),
+            root_instruction_file_details: full.then(|| {
+                ctx.files
+                    .iter()
+                    .map(|f| InstructionFileReport {
+                        path: f.path.clone(),
+                        size_bytes: f.size_bytes,
+                        included_bytes: f.included_bytes,
+                        truncated: f.truncated,
+                        omitted: f.omitted,
+                    })
+                    .collect()
+            }),
             nested_instruction_files: ctx.nested,
             nested_index_truncated: ctx.nested_truncated,
             warnings: ctx
@@ -426,17 +441,18 @@ pub fn run(server: &Server) -> ToolSuccess {
                 .iter()
                 .map(crate::server::context_warning)
                 .collect(),
-            instructions_bytes: instructions.len(),
+            instructions_bytes: full.then_some(instructions.len()),
         },
-        limits: server.limits.report(),
         max_wait_secs: cfg.max_wait_secs,
         text_json: cfg.text_json,
-        trace: match cfg.trace {
+        detail: args.detail.as_str(),
+        limits: full.then(|| server.limits.report()),
+        trace: full.then_some(match cfg.trace {
             TraceLevel::Off => "off",
             TraceLevel::Metadata => "metadata",
             TraceLevel::Full => "full",
-        },
-        telemetry: "none",
+        }),
+        telemetry: full.then_some("none"),
     };
     ToolSuccess::new(text, &result)
 }

@@ -316,7 +316,7 @@ fn endless_and_huge_output_keeps_server_memory_bounded() {
     let ws = workspace();
     let mut s = StdioServer::start(ws.path(), &["--permission-mode", "trusted"]);
     let pid = s.child.id();
-    let r = s.request(&call(1, "server_info", json!({})));
+    let r = s.request(&call(1, "server_info", json!({"detail": "full"})));
     assert_eq!(r["result"]["isError"], false, "{r}");
     let baseline = status_kib(pid, "VmRSS:");
     let yes = s.request(&call(

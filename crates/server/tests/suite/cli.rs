@@ -162,7 +162,7 @@ fn info(env: &[(&str, &str)]) -> Value {
         c.env(k, v);
     }
     let mut s = StdioServer::start_with(&mut c);
-    let r = s.request(&call(1, "server_info", json!({})));
+    let r = s.request(&call(1, "server_info", json!({"detail": "full"})));
     r["result"]["structuredContent"].clone()
 }
 
@@ -266,13 +266,17 @@ fn shell_env_include_exclude_and_set() {
         "{out}"
     );
     assert!(!has("HOME=/nowhere"), "HOME stays private: {out}");
-    let r = s.request(&call(2, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        2,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let env = &r["result"]["structuredContent"]["environment"];
     assert_eq!(env["include_only"], json!(["ctm_t_*", "PATH"]), "{env}");
     assert_eq!(env["exclude"], json!(["*_B"]));
     assert_eq!(env["set"], json!(["CTM_T_SET", "HOME", "N", "PAGER"]));
     assert!(!env.to_string().contains("chosen"), "values are not shown");
-    let r = s.request(&call(3, "server_info", json!({})));
+    let r = s.request(&call(3, "server_info", json!({"detail": "full"})));
     let info = &r["result"]["structuredContent"];
     assert_eq!(info["shell_env_include_only"], json!(["ctm_t_*", "PATH"]));
     assert_eq!(info["shell_env_exclude"], json!(["*_B"]));

@@ -94,8 +94,11 @@ fn render(tools: &[Value]) -> String {
             }
             _ => out.push_str("No arguments.\n"),
         }
-        // What a success carries (`outputSchema`; failures carry `error`).
-        let output = &t["outputSchema"];
+        // What a success may carry (the complete result declaration, of
+        // which `outputSchema` serves the always-present fields; failures
+        // carry `error`).
+        let output = coding_tools_mcp::result_schema(t["name"].as_str().unwrap_or_default())
+            .unwrap_or_default();
         let fields: Vec<String> = output["properties"]
             .as_object()
             .map(|p| {

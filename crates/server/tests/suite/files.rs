@@ -59,7 +59,7 @@ fn read_file_ranges_bounds_and_continuations() {
         (
             r["total_lines"].clone(),
             r["end_line"].clone(),
-            r["has_more"].clone()
+            json!(!r["next_start_line"].is_null())
         ),
         (json!(50), json!(50), json!(false))
     );
@@ -77,7 +77,7 @@ fn read_file_ranges_bounds_and_continuations() {
             r["truncated"].clone(),
             r["truncated_by"].clone(),
             r["next_start_line"].clone(),
-            r["has_more"].clone()
+            json!(!r["next_start_line"].is_null())
         ),
         (json!(false), Value::Null, Value::Null, json!(false))
     );
@@ -119,7 +119,7 @@ fn read_file_ranges_bounds_and_continuations() {
         json!({"path": "./src/../src/fifty.txt", "start_line": 49, "end_line": 60}),
     );
     assert_eq!(
-        (r["content"].clone(), r["has_more"].clone()),
+        (r["content"].clone(), json!(!r["next_start_line"].is_null())),
         (json!("line 49\nline 50\n"), json!(false))
     );
     // The continuation repeats the path exactly as given, and stays in the
@@ -256,7 +256,7 @@ fn list_dir_arguments() {
         json!({"recursive": true, "max_entries": 3}),
     );
     assert_eq!(r["truncated"], true);
-    assert_eq!(r["count"], 3);
+    assert_eq!(r["entries"].as_array().unwrap().len(), 3);
     assert!(text.contains("raise max_entries"));
     let (r, _) = ok(&mut s, "list_dir", json!({"sort": "type"}));
     assert_eq!(
@@ -264,7 +264,7 @@ fn list_dir_arguments() {
         ["docs".to_owned(), "src".to_owned()]
     );
     let (r, _) = ok(&mut s, "list_dir", json!({"sort": "modified"}));
-    assert_eq!(r["count"], 6);
+    assert_eq!(r["entries"].as_array().unwrap().len(), 6);
     assert!(r["entries"][0]["modified"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
         fail(&mut s, "list_dir", json!({"path": "AGENTS.md"}))["code"],
@@ -331,13 +331,13 @@ fn list_files_arguments() {
     );
     assert!(text.contains("raise max_results"));
     let (r, _) = ok(&mut s, "list_files", json!({"sort": "modified"}));
-    assert_eq!(r["count"], 8);
+    assert_eq!(r["files"].as_array().unwrap().len(), 8);
     // Cut by max_results: truncated, with the reference's warning; exactly
     // max_results files: nothing was cut.
     let (r, _) = ok(&mut s, "list_files", json!({"max_results": 7}));
     assert_eq!(
         (
-            r["count"].clone(),
+            json!(r["files"].as_array().unwrap().len()),
             r["truncated"].clone(),
             r["warnings"].clone()
         ),
@@ -346,7 +346,7 @@ fn list_files_arguments() {
     let (r, _) = ok(&mut s, "list_files", json!({"max_results": 8}));
     assert_eq!(
         (
-            r["count"].clone(),
+            json!(r["files"].as_array().unwrap().len()),
             r["truncated"].clone(),
             r["warnings"].clone()
         ),
@@ -393,13 +393,13 @@ fn search_text_arguments() {
         "search_text",
         json!({"query": "NEEDLE", "case_sensitive": true}),
     );
-    assert_eq!(r["match_count"], 1);
+    assert_eq!(r["matches"].as_array().unwrap().len(), 1);
     let (r, _) = ok(
         &mut s,
         "search_text",
         json!({"query": "fn \\w+\\(", "regex": true, "path": "src"}),
     );
-    assert_eq!(r["match_count"], 2);
+    assert_eq!(r["matches"].as_array().unwrap().len(), 2);
     let (r, _) = ok(
         &mut s,
         "search_text",
@@ -419,7 +419,7 @@ fn search_text_arguments() {
     assert_eq!(
         (
             r["total_matches"].clone(),
-            r["total_matches_exact"].clone(),
+            r.get("total_matches_exact").cloned().unwrap_or(json!(true)),
             r["warnings"].clone()
         ),
         (json!(2), json!(false), json!(["result limit reached"]))
@@ -441,7 +441,7 @@ fn search_text_arguments() {
         (
             r["truncated"].clone(),
             r["total_matches"].clone(),
-            r["total_matches_exact"].clone()
+            r.get("total_matches_exact").cloned().unwrap_or(json!(true))
         ),
         (json!(true), json!(4), json!(false))
     );
@@ -457,14 +457,17 @@ fn search_text_arguments() {
         (
             r["truncated"].clone(),
             r["total_matches"].clone(),
-            r["total_matches_exact"].clone()
+            r.get("total_matches_exact").cloned().unwrap_or(json!(true))
         ),
         (json!(true), json!(3), json!(true))
     );
     assert!(text.contains("showing 2 of 3 matches"), "{text}");
     let (r, _) = ok(&mut s, "search_text", json!({"query": "needle"}));
     assert_eq!(
-        (r["total_matches"].clone(), r["total_matches_exact"].clone()),
+        (
+            r["total_matches"].clone(),
+            r.get("total_matches_exact").cloned().unwrap_or(json!(true))
+        ),
         (json!(3), json!(true))
     );
     let (r, _) = ok(
@@ -472,9 +475,9 @@ fn search_text_arguments() {
         "search_text",
         json!({"query": "line", "path": "src/fifty.txt", "max_preview_bytes": 80, "max_results": 10000}),
     );
-    assert_eq!(r["match_count"], 50);
+    assert_eq!(r["matches"].as_array().unwrap().len(), 50);
     let (r, text) = ok(&mut s, "search_text", json!({"query": "absent-string"}));
-    assert_eq!(r["match_count"], 0);
+    assert_eq!(r["matches"].as_array().unwrap().len(), 0);
     assert!(text.starts_with("No matches"));
     let e = fail(&mut s, "search_text", json!({"query": "a(", "regex": true}));
     assert_eq!(
@@ -851,7 +854,7 @@ fn concurrent_image_decodes_wait_for_one_of_two_slots() {
     write(ws.path(), "zeros.png", zero_rgba_png(6300, 6300));
     // A wide wait budget: on a loaded machine eight decodes in turn are slow.
     let mut s = StdioServer::start(ws.path(), &["--max-wait-secs", "600"]);
-    let info = s.request(&call(100, "server_info", json!({})))["result"].clone();
+    let info = s.request(&call(100, "server_info", json!({"detail": "full"})))["result"].clone();
     assert_eq!(
         info["structuredContent"]["limits"]["view_image"]["max_concurrent_decodes"], 2,
         "{info}"

@@ -135,7 +135,11 @@ impl Case {
             cmd.env(k, v);
         }
         let mut s = StdioServer::start_with(&mut cmd);
-        let r = s.request(&call(90, "check_exec_environment", json!({})));
+        let r = s.request(&call(
+            90,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let sb = &sc(&r)["sandbox"];
         if sb["tier"] == "namespace" || args.contains(&"landlock") {
             return Some(s);
@@ -353,7 +357,11 @@ fn git_files_of_worktrees_and_submodules_cannot_be_repointed() {
         let Some(mut s) = case.server(&[], &[]) else {
             return;
         };
-        let env = s.request(&call(2, "check_exec_environment", json!({})));
+        let env = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let seal = &sc(&env)["sandbox"]["namespace"];
         assert_eq!(seal["git_sealed"], true, "{seal}");
         case.write(
@@ -501,7 +509,11 @@ fn a_config_file_the_repository_includes_is_read_only() {
         let Some(mut s) = c.server(&[], &[]) else {
             return;
         };
-        let env = s.request(&call(2, "check_exec_environment", json!({})));
+        let env = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let seal = &sc(&env)["sandbox"]["namespace"]["git_seal"];
         assert!(
             seal["protected"].to_string().contains(".gitconfig"),
@@ -573,7 +585,11 @@ fn a_bwrap_planted_on_path_inside_the_workspace_is_never_run() {
             assert!(!c.marker().exists(), "the planted bwrap ran at start");
             return;
         };
-        let env = s.request(&call(2, "check_exec_environment", json!({})));
+        let env = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let ns = &sc(&env)["sandbox"]["namespace"];
         assert_eq!(ns["bwrap"], "/usr/bin/bwrap", "{ns}");
         let v = run(&mut s, "echo ran");
@@ -659,7 +675,11 @@ fn without_the_namespace_tier_safe_mode_says_the_seal_is_not_there() {
     let Some(mut s) = c.server(&["--sandbox", "landlock"], &[]) else {
         return;
     };
-    let env = s.request(&call(2, "check_exec_environment", json!({})));
+    let env = s.request(&call(
+        2,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let r = sc(&env);
     assert_eq!(r["sandbox"]["namespace"]["git_sealed"], false, "{r}");
     assert!(
@@ -763,11 +783,15 @@ fn require_git_seal_refuses_to_start_without_it() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     // Where the seal holds, the server starts and serves.
     let mut probe = StdioServer::start(&c.ws, &[]);
-    let r = probe.request(&call(1, "check_exec_environment", json!({})));
+    let r = probe.request(&call(
+        1,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     drop(probe);
     if sc(&r)["sandbox"]["namespace"]["git_sealed"] == true {
         let mut s = StdioServer::start(&c.ws, &["--require-git-seal"]);
-        let r = s.request(&call(2, "server_info", json!({})));
+        let r = s.request(&call(2, "server_info", json!({"detail": "full"})));
         assert_eq!(sc(&r)["ok"], true, "{r}");
     } else {
         eprintln!("NOTE: no complete git seal on this host; only the refusals were checked");
@@ -913,7 +937,11 @@ fn hook_managers_files_and_config_in_a_home_workspace_are_sealed() {
         let Some(mut s) = c.server(&[], &[("HOME", &home)]) else {
             return;
         };
-        let env = s.request(&call(2, "check_exec_environment", json!({})));
+        let env = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let seal = &sc(&env)["sandbox"]["namespace"];
         assert_eq!(seal["git_sealed"], false, "{seal}");
         assert!(
@@ -966,7 +994,10 @@ fn what_is_not_kept_is_said_even_when_git_leaves_maintenance_running() {
             "git config a.b 1; git -c user.name=a -c user.email=a@a commit -q --allow-empty -m e; echo done",
         );
         assert!(stdout(&v).contains("done"), "{v}");
-        assert_eq!(v["background_running"], false, "{v}");
+        assert!(
+            v.get("background_running").is_none(),
+            "nothing runs on: {v}"
+        );
         assert!(
             warnings(&v).contains(".git/config (repository config)"),
             "as {}: {v}",

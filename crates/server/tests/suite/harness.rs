@@ -441,9 +441,28 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmHWM:")
 }
 
-/// Each tool's `outputSchema`, read once from a server on an empty
-/// workspace (the schemas do not depend on the deployment).
+/// Each tool's complete result declaration (`coding_tools_mcp::result_schema`:
+/// every field, nested objects whole, what a success always carries), which
+/// the shorter `outputSchema` of `tools/list` is derived from.
 fn output_schemas() -> &'static std::collections::HashMap<String, Value> {
+    static SCHEMAS: std::sync::OnceLock<std::collections::HashMap<String, Value>> =
+        std::sync::OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        coding_tools_mcp::tool_names()
+            .map(|t| {
+                (
+                    t.to_owned(),
+                    coding_tools_mcp::result_schema(t).expect("a declared tool"),
+                )
+            })
+            .collect()
+    })
+}
+
+/// Each tool's `outputSchema` as `tools/list` serves it, read once from a
+/// server on an empty workspace (the schemas do not depend on the
+/// deployment).
+fn served_schemas() -> &'static std::collections::HashMap<String, Value> {
     static SCHEMAS: std::sync::OnceLock<std::collections::HashMap<String, Value>> =
         std::sync::OnceLock::new();
     SCHEMAS.get_or_init(|| {
@@ -466,7 +485,8 @@ fn output_schemas() -> &'static std::collections::HashMap<String, Value> {
 }
 
 /// Panics unless the `structuredContent` of a `tools/call` answer
-/// conforms to the tool's advertised `outputSchema`.
+/// conforms to the tool's complete result declaration (and so to the
+/// `outputSchema` of `tools/list`, which only drops from it).
 pub fn assert_conforms(tool: &str, answer: &Value) {
     let Some(structured) = answer.pointer("/result/structuredContent") else {
         return;
@@ -475,6 +495,13 @@ pub fn assert_conforms(tool: &str, answer: &Value) {
         return;
     };
     if let Err(e) = conforms(structured, schema, "$") {
+        panic!(
+            "{tool}: structuredContent does not match its result declaration: {e}\n{structured}"
+        );
+    }
+    if let Some(schema) = served_schemas().get(tool)
+        && let Err(e) = conforms(structured, schema, "$")
+    {
         panic!("{tool}: structuredContent does not match its outputSchema: {e}\n{structured}");
     }
 }

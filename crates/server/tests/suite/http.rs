@@ -393,13 +393,13 @@ fn wait_budget_header() {
             .env("CODING_TOOLS_MCP_TRACE", "1"),
     );
     let r = s.post(
-        &call(1, "server_info", json!({})),
+        &call(1, "server_info", json!({"detail": "full"})),
         &[("X-Coding-Tools-Budget-Secs", "5")],
     );
     assert_eq!(r.status, 200);
     for bad in ["0", "-3", "abc", "1.5"] {
         let r = s.post(
-            &call(1, "server_info", json!({})),
+            &call(1, "server_info", json!({"detail": "full"})),
             &[("X-Coding-Tools-Budget-Secs", bad)],
         );
         assert_eq!((r.status, r.code()), (400, -32602), "{bad}");
@@ -411,7 +411,7 @@ fn wait_budget_header() {
         );
     }
     let r = s.post(
-        &call(1, "server_info", json!({})),
+        &call(1, "server_info", json!({"detail": "full"})),
         &[
             ("X-Coding-Tools-Budget-Secs", "5"),
             ("X-Coding-Tools-Budget-Secs", "6"),
@@ -420,11 +420,11 @@ fn wait_budget_header() {
     assert_eq!(r.status, 400);
     // Trace: the header's budget, clamped to the deployment maximum, with its source.
     let r = s.post(
-        &call(2, "server_info", json!({})),
+        &call(2, "server_info", json!({"detail": "full"})),
         &[("X-Coding-Tools-Budget-Secs", "90")],
     );
     assert_eq!(r.status, 200);
-    let r = s.post(&call(3, "server_info", json!({})), &[]);
+    let r = s.post(&call(3, "server_info", json!({"detail": "full"})), &[]);
     assert_eq!(r.status, 200);
     let mut policies = Vec::new();
     while policies.len() < 3 {
@@ -442,7 +442,7 @@ fn wait_budget_header() {
     // Above the maximum, however large, is capped rather than refused.
     for huge in ["21", "99999999999999999999999"] {
         let r = s.post(
-            &call(4, "server_info", json!({})),
+            &call(4, "server_info", json!({"detail": "full"})),
             &[("X-Coding-Tools-Budget-Secs", huge)],
         );
         assert_eq!(

@@ -61,7 +61,7 @@ impl PostMcp for SourcedClient {
 
 fn call_with(s: &impl PostMcp, token: &str) -> HttpResponse {
     s.post_mcp(
-        &call(1, "server_info", json!({})),
+        &call(1, "server_info", json!({"detail": "full"})),
         &[("Authorization", &format!("Bearer {token}"))],
     )
 }
@@ -282,7 +282,7 @@ fn oidc_provider_tokens_are_accepted_for_this_resource_only() {
         assert_eq!(s.raw_request("GET", p, &[], None).status, 404, "{p}");
     }
     // No token: the challenge leads to the metadata and names the scope.
-    let r = s.post(&call(1, "server_info", json!({})), &[]);
+    let r = s.post(&call(1, "server_info", json!({"detail": "full"})), &[]);
     assert_eq!(r.status, 401);
     let challenge = r.header("www-authenticate").unwrap();
     assert!(

@@ -90,7 +90,11 @@ fn stdio_server_stops_on(name: &str, n: u32, code: i32) {
     assert_eq!(sc(&r)["status"], "running", "{r}");
     marks.push(vec!["sleep".to_owned(), format!("{t}4")]);
     assert!(all_running(&marks), "the commands did not start");
-    let r = s.request(&call(3, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        3,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let dir = runtime_dir_of(sc(&r));
     // A file the command made unwritable does not keep the directory.
     let r = exec(
@@ -143,7 +147,10 @@ fn sigterm_stops_the_http_server_with_a_request_in_flight() {
     };
     let r = call_tool("exec_command", json!({"cmd": "sh bg.sh"}));
     assert_eq!(sc(&r)["background_running"], true, "{r}");
-    let dir = runtime_dir_of(sc(&call_tool("check_exec_environment", json!({}))));
+    let dir = runtime_dir_of(sc(&call_tool(
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    )));
     // A request waiting on a command when the signal comes.
     let client = s.client.clone();
     let sleeper = format!("sleep {t}4");
@@ -185,7 +192,11 @@ fn sigterm_stops_the_http_server_with_a_request_in_flight() {
 fn the_next_server_sweeps_what_a_sigkilled_one_left() {
     let l = layout();
     let mut s = StdioServer::start(&l.ws, &[]);
-    let r = s.request(&call(1, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        1,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let dir = runtime_dir_of(sc(&r));
     s.child.kill().unwrap();
     s.child.wait().unwrap();
@@ -198,7 +209,11 @@ fn the_next_server_sweeps_what_a_sigkilled_one_left() {
         .set_modified(old)
         .unwrap();
     let mut next = StdioServer::start(&l.ws, &[]);
-    let r = next.request(&call(1, "check_exec_environment", json!({})));
+    let r = next.request(&call(
+        1,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     assert_ne!(runtime_dir_of(sc(&r)), dir);
     let deadline = Instant::now() + ANSWER_TIMEOUT;
     while dir.exists() {

@@ -18,7 +18,11 @@ use super::sandbox::{LANDLOCK_TIER, all_gone, all_running, layout, sc, tag};
 /// whether its commands run in the namespace tier; when not, prints why.
 fn start(ws: &Path, args: &[&str]) -> Option<StdioServer> {
     let mut s = StdioServer::start(ws, args);
-    let r = s.request(&call(90, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        90,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let sb = &sc(&r)["sandbox"];
     if sb["tier"] == "namespace" {
         return Some(s);
@@ -258,7 +262,7 @@ fn a_command_sees_and_signals_no_host_process() {
     );
     assert!(!out.contains("kill=0"), "{v}");
     // The server is unharmed.
-    let r = s.request(&call(2, "server_info", json!({})));
+    let r = s.request(&call(2, "server_info", json!({"detail": "full"})));
     assert_eq!(sc(&r)["ok"], true);
 }
 
@@ -294,7 +298,11 @@ fn kill_and_exit_leave_no_process_and_no_directory() {
         json!({"cmd": "sh busy.sh", "yield_time_ms": 100}),
     ));
     assert!(all_running(&marks));
-    let r = s.request(&call(4, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        4,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let dir = PathBuf::from(sc(&r)["runtime"]["runtime_dir"].as_str().unwrap());
     let since = Instant::now();
     assert!(
@@ -349,7 +357,11 @@ fn loopback_of_the_host_only_with_the_network_open() {
 fn the_tier_is_reported_and_landlock_alone_can_be_chosen() {
     let l = layout();
     let mut s = StdioServer::start(&l.ws, LANDLOCK_TIER);
-    let r = s.request(&call(1, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        1,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let sb = &sc(&r)["sandbox"];
     assert_ne!(sb["tier"], "namespace", "{sb}");
     assert!(
@@ -359,12 +371,16 @@ fn the_tier_is_reported_and_landlock_alone_can_be_chosen() {
             .contains("--sandbox landlock"),
         "{sb}"
     );
-    let r = s.request(&call(2, "server_info", json!({})));
+    let r = s.request(&call(2, "server_info", json!({"detail": "full"})));
     assert_eq!(sc(&r)["sandbox"]["tier"], sb["tier"]);
     let Some(mut s) = start(&l.ws, &[]) else {
         return;
     };
-    let r = s.request(&call(3, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        3,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let sb = &sc(&r)["sandbox"];
     assert_eq!(sb["namespace"]["git_sealed"], true);
     assert_eq!(sb["namespace"]["private_network"], true);
@@ -578,7 +594,11 @@ fn where_user_namespaces_are_refused_safe_mode_says_so_and_stays_confined() {
         let mut cmd = without_user_namespaces(&l.ws, &[]);
         cmd.env("CODING_TOOLS_MCP_SANDBOX_BUILDER", builder);
         let mut s = StdioServer::start_with(&mut cmd);
-        let r = s.request(&call(2, "check_exec_environment", json!({})));
+        let r = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let r = sc(&r);
         let ns = &r["sandbox"]["namespace"];
         assert_ne!(r["sandbox"]["tier"], "namespace", "{builder}: {r}");
@@ -680,7 +700,11 @@ fn both_tiers_give_commands_the_same_world() {
             .env("VIRTUAL_ENV", &env_dir)
             .env("PATH", &path);
         let mut s = StdioServer::start_with(&mut cmd);
-        let r = s.request(&call(90, "check_exec_environment", json!({})));
+        let r = s.request(&call(
+            90,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ));
         let t = sc(&r)["sandbox"]["tier"].clone();
         if tier.is_empty() && t != "namespace" {
             assert!(
@@ -739,7 +763,11 @@ fn commands_share_tmp_and_loopback_but_not_processes() {
     let Some(mut s) = start(&l.ws, &[]) else {
         return;
     };
-    let r = s.request(&call(2, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        2,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let setup = sc(&r)["sandbox"]["namespace"]["setup"].clone();
     assert_eq!(setup, "per workspace", "{r}");
     let v = run(&mut s, "echo kept > /tmp/shared-note");
@@ -846,7 +874,11 @@ fn a_sandbox_per_command_still_holds_the_seal() {
             .env("CODING_TOOLS_MCP_SANDBOX_PER_COMMAND", "1")
             .arg("--stdio"),
     );
-    let r = s.request(&call(90, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        90,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let sb = &sc(&r)["sandbox"];
     if sb["tier"] != "namespace" {
         assert!(

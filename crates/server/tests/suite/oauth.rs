@@ -123,7 +123,7 @@ fn authorize(s: &HttpServer, url: &str) -> std::collections::HashMap<String, Str
 
 pub(super) fn call_with(s: &HttpServer, token: &str) -> HttpResponse {
     s.post(
-        &call(1, "server_info", json!({})),
+        &call(1, "server_info", json!({"detail": "full"})),
         &[("Authorization", &format!("Bearer {token}"))],
     )
 }
@@ -169,7 +169,7 @@ fn full_flow_with_the_oauth2_crate() {
         assert_eq!(prm["authorization_servers"], json!([base]));
     }
     // Missing token: 401 pointing at the metadata.
-    let r = s.post(&call(1, "server_info", json!({})), &[]);
+    let r = s.post(&call(1, "server_info", json!({"detail": "full"})), &[]);
     assert_eq!(r.status, 401);
     assert!(r.header("www-authenticate").unwrap().contains(&format!(
         "resource_metadata=\"{base}/.well-known/oauth-protected-resource\""
@@ -921,7 +921,7 @@ fn with_host(
     host: &str,
     token: Option<&str>,
 ) -> HttpResponse {
-    let body = call(1, "server_info", json!({})).to_string();
+    let body = call(1, "server_info", json!({"detail": "full"})).to_string();
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();

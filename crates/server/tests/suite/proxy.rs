@@ -49,7 +49,7 @@ fn post_call(s: &HttpServer, headers: &[(String, String)]) -> HttpResponse {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    s.post(&call(1, "server_info", json!({})), &h)
+    s.post(&call(1, "server_info", json!({"detail": "full"})), &h)
 }
 
 #[test]

@@ -95,7 +95,7 @@ fn cve_2025_53109_symlink_out_file_and_directory() {
     let r = s.request(&call(2, "search_text", json!({"query": SECRET})));
     assert!(
         !r.to_string().contains(&format!("{SECRET}\\n"))
-            && r["result"]["structuredContent"]["match_count"] == 0,
+            && r["result"]["structuredContent"]["matches"] == json!([]),
         "{r}"
     );
     let r = s.request(&call(
@@ -155,9 +155,21 @@ fn symlink_loop_terminates() {
     assert_eq!(r["result"]["isError"], false);
     // list_files lists regular files (like `rg --files`); list_dir shows the links.
     let r = s.request(&call(3, "list_files", json!({})));
-    assert_eq!(r["result"]["structuredContent"]["count"], 1, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["files"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "{r}"
+    );
     let r = s.request(&call(4, "search_text", json!({"query": "inside"})));
-    assert_eq!(r["result"]["structuredContent"]["match_count"], 1, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["matches"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "{r}"
+    );
 }
 
 /// A thread flips `flip` between a real directory and a symlink to the
@@ -787,7 +799,9 @@ fn another_local_account_cannot_drive_an_unauthenticated_server() {
         ),
     ] {
         let s = HttpServer::start(own.path(), args);
-        let r = s.post(&call(2, "server_info", json!({})), &[]).json();
+        let r = s
+            .post(&call(2, "server_info", json!({"detail": "full"})), &[])
+            .json();
         assert_eq!(
             r["result"]["structuredContent"]["auth"]["local_users"], said,
             "{r}"

@@ -46,7 +46,7 @@ fn calls_before_initialize_are_served() {
     let mut s = StdioServer::start(ws.path(), &[]);
     let r = s.request(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
     assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 18);
-    let r = s.request(&call(2, "server_info", json!({})));
+    let r = s.request(&call(2, "server_info", json!({"detail": "full"})));
     assert_eq!(r["result"]["isError"], false);
     assert_eq!(r["result"]["structuredContent"]["tool_count"], 18);
 }
@@ -129,7 +129,7 @@ fn pipelined_requests_are_all_answered_once() {
         let msg = if i % 2 == 0 {
             json!({"jsonrpc":"2.0","id":i,"method":"ping"})
         } else {
-            call(i, "server_info", json!({}))
+            call(i, "server_info", json!({"detail": "full"}))
         };
         batch.push_str(&msg.to_string());
         batch.push('\n');
@@ -146,7 +146,11 @@ fn eof_ends_cleanly_and_stdout_is_protocol_only() {
     let mut s = StdioServer::start_with(
         command(ws.path(), &["--stdio"]).env("CODING_TOOLS_MCP_TRACE", "full"),
     );
-    let r = s.request(&call(0, "check_exec_environment", json!({})));
+    let r = s.request(&call(
+        0,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    ));
     let runtime_dir = std::path::PathBuf::from(
         r["result"]["structuredContent"]["runtime"]["runtime_dir"]
             .as_str()

@@ -65,7 +65,7 @@ fn view_image_gate_removes_only_view_image() {
     assert!(!names.contains(&"view_image".to_owned()));
     let r = s.request(&call(2, "view_image", json!({"path": "a.png"})));
     assert_eq!(r["error"]["code"], -32602);
-    let r = s.request(&call(3, "server_info", json!({})));
+    let r = s.request(&call(3, "server_info", json!({"detail": "full"})));
     assert_eq!(r["result"]["structuredContent"]["tool_count"], 17);
 }
 
@@ -84,7 +84,7 @@ fn fake_readonly_annotations_rewrite_only_tools_list() {
         assert_eq!(t["annotations"]["readOnlyHint"], true);
         assert_eq!(t["annotations"]["destructiveHint"], false);
     }
-    let info = s.request(&call(2, "server_info", json!({})))["result"]["structuredContent"].clone();
+    let info = s.request(&call(2, "server_info", json!({"detail": "full"})))["result"]["structuredContent"].clone();
     assert_eq!(info["annotations"]["apply_patch"]["readOnlyHint"], false);
     assert_eq!(info["annotations"]["exec_command"]["destructiveHint"], true);
     assert_eq!(info["annotation_override"]["mode"], "fake_readonly");
@@ -219,7 +219,7 @@ fn server_info_reports_the_deployment() {
         ws.path(),
         &["--allow-network", "--shell-env-inherit", "none"],
     );
-    let r = s.request(&call(1, "server_info", json!({})))["result"].clone();
+    let r = s.request(&call(1, "server_info", json!({"detail": "full"})))["result"].clone();
     let i = &r["structuredContent"];
     assert_eq!(i["ok"], true);
     assert_eq!(
@@ -273,10 +273,13 @@ fn exec_environment_fields_are_the_references() {
     for (mode, tmp_write) in [("safe", "blocked"), ("dangerous", "allowed")] {
         let mut s = StdioServer::start(ws.path(), &["--permission-mode", mode]);
         let i =
-            s.request(&call(1, "server_info", json!({})))["result"]["structuredContent"].clone();
-        let c =
-            s.request(&call(2, "check_exec_environment", json!({})))["result"]["structuredContent"]
-                .clone();
+            s.request(&call(1, "server_info", json!({"detail": "full"})))["result"]["structuredContent"].clone();
+        let c = s.request(&call(
+            2,
+            "check_exec_environment",
+            json!({"detail": "full"}),
+        ))["result"]["structuredContent"]
+            .clone();
         let runtime = std::path::PathBuf::from(i["runtime_dir"].as_str().unwrap());
         assert!(runtime.is_dir(), "{i}");
         for v in [&i, &c] {
@@ -317,10 +320,10 @@ fn exec_environment_fields_are_the_references() {
 fn text_json_mode_is_opt_in() {
     let ws = workspace();
     let mut plain = StdioServer::start(ws.path(), &[]);
-    let r = plain.request(&call(1, "server_info", json!({})));
+    let r = plain.request(&call(1, "server_info", json!({"detail": "full"})));
     assert_eq!(r["result"]["content"].as_array().unwrap().len(), 1);
     let mut tj = StdioServer::start(ws.path(), &["--text-json"]);
-    let r = tj.request(&call(1, "server_info", json!({})));
+    let r = tj.request(&call(1, "server_info", json!({"detail": "full"})));
     let content = r["result"]["content"].as_array().unwrap();
     assert_eq!(content.len(), 2);
     let dump = content[1]["text"]
@@ -337,7 +340,7 @@ fn instructions_of(ws: &std::path::Path) -> (String, Value) {
     let mut s = StdioServer::start(ws, &[]);
     let init = s.request(&init_request(0, "2025-06-18"));
     let text = init["result"]["instructions"].as_str().unwrap().to_owned();
-    let info = s.request(&call(1, "server_info", json!({})));
+    let info = s.request(&call(1, "server_info", json!({"detail": "full"})));
     (text, info["result"]["structuredContent"].clone())
 }
 
@@ -416,7 +419,7 @@ fn server_info_text_names_the_auth_mode() {
     let s = HttpServer::start_with(&mut c);
     let r = s
         .post(
-            &call(1, "server_info", json!({})),
+            &call(1, "server_info", json!({"detail": "full"})),
             &[("Authorization", "Bearer tok-7")],
         )
         .json();
@@ -424,7 +427,7 @@ fn server_info_text_names_the_auth_mode() {
     assert!(text.contains("Auth: bearer + OAuth"), "{text}");
     let (text, _) = {
         let mut s = StdioServer::start(ws.path(), &[]);
-        let r = s.request(&call(1, "server_info", json!({})));
+        let r = s.request(&call(1, "server_info", json!({"detail": "full"})));
         (
             r["result"]["content"][0]["text"]
                 .as_str()
@@ -498,4 +501,186 @@ fn a_workspace_path_that_is_not_utf8_is_reported_lossily() {
         let w = sc["workspace"].as_str().unwrap_or_else(|| panic!("{r}"));
         assert!(w.ends_with("ws-\u{fffd}"), "{r}");
     }
+}
+
+/// Issue 32: `server_info` and `check_exec_environment` answer a summary by
+/// default — every field the reference 0.3.0 sends, and ours that say
+/// something new — and the full report with `detail: "full"`.
+#[test]
+fn info_tools_answer_a_summary_and_the_full_report_on_request() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let compact = |v: &Value| v.to_string().len();
+    let info = sc(&s.request(&call(1, "server_info", json!({}))));
+    // The reference's fields, each of them (drop-in parity).
+    for key in [
+        "ok",
+        "server",
+        "title",
+        "version",
+        "supported_protocol_versions",
+        "workspace",
+        "permission_mode",
+        "network_allowed",
+        "runtime_dir",
+        "home",
+        "tmpdir",
+        "cache_dir",
+        "auth_enabled",
+        "dangerously_skip_all_permissions",
+        "annotation_override",
+        "landlock",
+        "exec_policy",
+        "shell_env_inherit",
+        "shell_env_include_only",
+        "shell_env_exclude",
+        "output_retention",
+        "endpoint_path",
+        "project_context",
+        "tools",
+        "tool_count",
+    ] {
+        assert!(info.get(key).is_some(), "server_info lacks {key}: {info}");
+    }
+    assert_eq!(info["detail"], "summary");
+    for key in ["annotations", "catalog_size", "auth", "limits", "telemetry"] {
+        assert!(info.get(key).is_none(), "{key} in the summary: {info}");
+    }
+    assert!(compact(&info) < 2_000, "{} B: {info}", compact(&info));
+    let full = sc(&s.request(&call(2, "server_info", json!({"detail": "full"}))));
+    assert_eq!(full["detail"], "full");
+    assert_eq!(full["annotations"]["exec_command"]["destructiveHint"], true);
+    assert!(full["limits"].is_object(), "{full}");
+    assert_eq!(full["telemetry"], "none");
+
+    let env = sc(&s.request(&call(3, "check_exec_environment", json!({}))));
+    for key in [
+        "ok",
+        "workspace",
+        "permission_mode",
+        "network_allowed",
+        "runtime_dir",
+        "home",
+        "tmpdir",
+        "cache_dir",
+        "landlock_enabled",
+        "landlock_abi",
+        "global_tmp_write",
+        "warnings",
+    ] {
+        assert!(
+            env.get(key).is_some(),
+            "check_exec_environment lacks {key}: {env}"
+        );
+    }
+    assert_eq!(env["gates"]["network"], "blocked");
+    assert!(env["sandbox"]["tier"].is_string(), "{env}");
+    for key in ["read_roots", "protections", "toolchain_env", "not_confined"] {
+        assert!(
+            env["sandbox"].get(key).is_none(),
+            "{key} in the summary: {env}"
+        );
+    }
+    for key in ["environment", "limits", "landlock", "runtime"] {
+        assert!(env.get(key).is_none(), "{key} in the summary: {env}");
+    }
+    assert!(compact(&env) < 1_200, "{} B: {env}", compact(&env));
+    let full = sc(&s.request(&call(
+        4,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    )));
+    assert!(full["sandbox"]["protections"].is_object(), "{full}");
+    assert!(full["sandbox"]["not_confined"].is_array(), "{full}");
+    assert!(
+        full["environment"]["non_interactive_defaults"].is_array(),
+        "{full}"
+    );
+    assert!(full["limits"].is_object(), "{full}");
+
+    let bad = s.request(&call(5, "server_info", json!({"detail": "everything"})));
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert_eq!(sc(&bad)["error"]["code"], "INVALID_ARGUMENT", "{bad}");
+}
+
+/// Issue 32: an answer carries no field that only restates another (the
+/// model of Claude Code and Codex reads `structuredContent` whole), and
+/// still every fact: a command's id, status, exit code and output; where
+/// output was left out, the refs to page it.
+#[test]
+fn answers_carry_no_field_that_restates_another() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let run = sc(&s.request(&call(1, "exec_command", json!({"cmd": "echo hi; exit 3"}))));
+    assert_eq!(run["exit_code"], 3, "{run}");
+    assert_eq!(run["stdout"], "hi\n", "{run}");
+    assert!(
+        run["command_id"].is_string() && run["status"] == "exited",
+        "{run}"
+    );
+    for key in [
+        "output_refs",
+        "verbosity",
+        "tty",
+        "background_running",
+        "warnings",
+    ] {
+        assert!(run.get(key).is_none(), "{key} restates or is empty: {run}");
+    }
+    let cut = sc(&s.request(&call(
+        2,
+        "exec_command",
+        json!({"cmd": "seq 1 3000", "max_output_bytes": 1000}),
+    )));
+    let id = cut["command_id"].as_str().unwrap();
+    assert_eq!(
+        cut["output_refs"]["stdout"],
+        format!("command:{id}:stdout"),
+        "{cut}"
+    );
+    assert_eq!(cut["next_action"]["tool"], "read_output", "{cut}");
+
+    let read = sc(&s.request(&call(3, "read_file", json!({"path": "a.txt"}))));
+    assert_eq!(read["content"], "one\ntwo\n");
+    assert_eq!(read["next_start_line"], Value::Null);
+    for key in ["lines_returned", "has_more", "total_lines_exact"] {
+        assert!(read.get(key).is_none(), "{key}: {read}");
+    }
+    let found = sc(&s.request(&call(4, "search_text", json!({"query": "two"}))));
+    assert_eq!(found["total_matches"], 1);
+    for key in ["match_count", "regex", "case_sensitive", "limit"] {
+        assert!(found.get(key).is_none(), "{key}: {found}");
+    }
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+2\n*** End Patch";
+    let applied = sc(&s.request(&call(5, "apply_patch", json!({"patch": patch}))));
+    assert_eq!(applied["additions"], 1, "{applied}");
+    assert_eq!(
+        applied["affected_files"],
+        json!([{"path": "a.txt", "operation": "update"}])
+    );
+    let file = &applied["files"][0];
+    assert_eq!(file["changed"], true, "{applied}");
+    assert!(
+        file["new_sha256"].as_str().is_some_and(|h| h.len() == 64),
+        "{applied}"
+    );
+    for key in ["file_count", "lines_added", "lines_removed"] {
+        assert!(applied.get(key).is_none(), "{key}: {applied}");
+    }
+    for key in ["lines_added", "old_sha256", "hunks", "destination"] {
+        assert!(file.get(key).is_none(), "{key}: {applied}");
+    }
+    // A hunk matched other than exactly: the evidence is there.
+    std::fs::write(ws.path().join("b.txt"), "alpha   \nbeta\n").unwrap();
+    let patch = "*** Begin Patch\n*** Update File: b.txt\n@@\n alpha\n-beta\n+gamma\n*** End Patch";
+    let fuzzy = sc(&s.request(&call(6, "apply_patch", json!({"patch": patch}))));
+    assert_eq!(
+        fuzzy["files"][0]["hunks"][0]["matched_with"], "trailing_whitespace",
+        "{fuzzy}"
+    );
+}
+
+fn sc(r: &Value) -> Value {
+    r["result"]["structuredContent"].clone()
 }
