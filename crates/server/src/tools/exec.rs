@@ -172,8 +172,9 @@ tool_result! {
         stderr_output_lines: Option<usize>,
         stderr_dropped_bytes: u64,
         truncated: bool,
-        /// Only when an answer left output out (the refs `read_output`
-        /// pages; each is `command:<command_id>:<stream>`).
+        /// When an answer left output out or names one stream's ref
+        /// (`output_ref`, as with an explicit verbosity): the refs
+        /// `read_output` pages, each `command:<command_id>:<stream>`.
         #[serde(skip_serializing_if = "Option::is_none")]
         output_refs: Option<OutputRefs>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -705,7 +706,7 @@ fn render(
         stdout,
         stderr,
         truncated: cut || preview_cut,
-        output_refs: (cut || preview_cut || s.stdout.omitted_bytes + s.stderr.omitted_bytes > 0)
+        output_refs: (named || preview_cut || s.stdout.omitted_bytes + s.stderr.omitted_bytes > 0)
             .then(|| OutputRefs {
                 stdout: output_ref(id, Stream::Stdout),
                 stderr: output_ref(id, Stream::Stderr),
@@ -717,11 +718,9 @@ fn render(
             .then(|| cut_streams.iter().map(|s| s.as_str()).collect()),
         summary: asked_verbosity.is_some().then(|| summary_of(s)),
         background_running: s.background_running,
-        // The list only when it says more than `next_action`.
-        next_actions: (next_actions.len() > 1
-            || (!next_actions.is_empty()
-                && !matches!(next_action, Some(NextAction::ReadOutput(_)))))
-        .then_some(next_actions),
+        // The reference's list of reads, whenever there is one (its
+        // first entry is `next_action` once the command has ended).
+        next_actions: (!next_actions.is_empty()).then_some(next_actions),
         next_action,
         wait,
         warnings,

@@ -24,6 +24,18 @@ tool_result! {
         permission: String,
         scope: &'static str,
         elicitation: &'static str,
+        constraints: GrantConstraints,
+        warnings: Vec<&'static str>,
+    }
+}
+
+tool_result! {
+    /// The reference's `constraints` of a grant: the mode that granted it,
+    /// the workspace it stays inside, and the request as given.
+    pub struct GrantConstraints {
+        mode: &'static str,
+        workspace: crate::output::WirePath,
+        requested: Map<String, Value>,
     }
 }
 
@@ -86,6 +98,18 @@ pub fn run(
         permission: permission.to_owned(),
         scope,
         elicitation: "unsupported",
+        constraints: GrantConstraints {
+            mode: if server.config.dangerously_skip_all_permissions {
+                "dangerously_skip_all_permissions"
+            } else {
+                "dangerous"
+            },
+            workspace: server.workspace.root().into(),
+            requested: requested.clone(),
+        },
+        warnings: vec![
+            "every permission gate is open in dangerous mode; permission-gated operations are auto-granted",
+        ],
     };
     Ok(ToolSuccess::new(
         format!(

@@ -329,13 +329,14 @@ fn cut_output_shows_head_and_tail_and_the_exact_middle() {
     )));
     let text = v["stdout"].as_str().unwrap().to_owned();
     assert!(text.starts_with("1\n2\n3\n"), "{text}");
-    // One cut stream: its call is next_action (issue 19: no one-element
-    // next_actions list repeating it).
+    // One cut stream: its call is next_action, and the reference's
+    // one-entry next_actions list names it too (issue 32: every field the
+    // reference sends stays).
     assert_eq!(
         v["next_action"]["arguments"]["limit"],
         v["stdout_info"]["elided"]["bytes"]
     );
-    assert!(v.get("next_actions").is_none(), "{v}");
+    assert_eq!(v["next_actions"], json!([v["next_action"]]), "{v}");
     assert!(text.ends_with("2999\n3000\n"), "{text}");
     assert_eq!(v["stdout_truncated_by"], "bytes", "{v}");
     let info = &v["stdout_info"];
