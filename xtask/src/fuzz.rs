@@ -23,7 +23,13 @@ use crate::{root, target_dir};
 const CARGO_FUZZ: &str = "0.13.2";
 
 /// The targets, in `fuzz/Cargo.toml` order.
-const TARGETS: &[&str] = &["jsonrpc_eras", "patch_plan", "tool_arguments", "mcp_name"];
+const TARGETS: &[&str] = &[
+    "jsonrpc_eras",
+    "patch_plan",
+    "tool_arguments",
+    "mcp_name",
+    "shell_lexer",
+];
 
 pub fn run(args: &[String]) -> Result<()> {
     let mut secs: u64 = 600;

@@ -52,6 +52,7 @@ mod roots;
 mod runtime_dirs;
 mod sandbox;
 mod seccomp;
+mod shell;
 mod signal;
 mod supervisor;
 
@@ -78,6 +79,7 @@ pub use roots::{
 pub use runtime_dirs::{RetentionBudget, RuntimeDirError, RuntimeDirs};
 pub use sandbox::{DEVICES, LandlockSupport, support as landlock_support};
 pub use seccomp::{REFUSED as SECCOMP_REFUSED, available as seccomp_available};
+pub use shell::{CommandLine, Redirect, SimpleCommand};
 pub use signal::Signal;
 pub use supervisor::default_signal_dispositions;
 

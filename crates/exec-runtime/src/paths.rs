@@ -8,7 +8,8 @@ use std::path::{Component, Path, PathBuf};
 
 use ctm_workspace_fs::{FsError, Workspace};
 
-use crate::policy::{executable, is_assignment, simple_commands};
+use crate::policy::{executable, is_assignment};
+use crate::shell::CommandLine;
 
 /// How a command uses a path argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,69 +41,14 @@ const WRITERS: [&str; 10] = [
 const COPIERS: [&str; 3] = ["cp", "install", "ln"];
 const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
 
-/// Removes here-document bodies: their lines are data, not commands.
-pub(crate) fn strip_heredocs(cmd: &str) -> String {
-    let mut out = String::with_capacity(cmd.len());
-    let mut pending: Vec<(String, bool)> = Vec::new();
-    for line in cmd.split_inclusive('\n') {
-        if let Some((delim, tabs)) = pending.first() {
-            let body = line.trim_end_matches('\n');
-            let body = if *tabs {
-                body.trim_start_matches('\t')
-            } else {
-                body
-            };
-            if body == delim {
-                pending.remove(0);
-            }
-            continue;
-        }
-        out.push_str(line);
-        let mut rest = line;
-        while let Some(i) = rest.find("<<") {
-            let after = &rest[i + 2..];
-            if let Some(herestring) = after.strip_prefix('<') {
-                rest = herestring;
-                continue;
-            }
-            let (after, tabs) = match after.strip_prefix('-') {
-                Some(a) => (a, true),
-                None => (after, false),
-            };
-            let after = after.trim_start_matches([' ', '\t']);
-            let delim: String = after
-                .chars()
-                .take_while(|c| !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | '<' | '>'))
-                .filter(|c| !matches!(c, '\'' | '"' | '\\'))
-                .collect();
-            if !delim.is_empty() {
-                pending.push((delim, tabs));
-            }
-            rest = after;
-        }
-    }
-    out
-}
-
-/// The redirection a word starts, if any: (is output, target attached).
-fn redirection(w: &str) -> Option<(bool, &str)> {
-    let w = w.trim_start_matches(|c: char| c.is_ascii_digit());
-    let (out, rest) = if let Some(r) = w.strip_prefix("&>") {
-        (true, r)
-    } else if let Some(r) = w.strip_prefix("<>") {
-        (true, r)
-    } else if let Some(r) = w.strip_prefix('>') {
-        (true, r)
-    } else if let Some(r) = w.strip_prefix('<') {
-        (false, r)
-    } else {
-        return None;
-    };
-    Some((out, rest.trim_start_matches(['>', '|'])))
-}
-
 /// Every argument of `cmd` that names a path, with how it is used.
 pub fn path_arguments(cmd: &str) -> Vec<PathArg> {
+    path_arguments_of(&CommandLine::lex(cmd))
+}
+
+/// Every argument of a lexed command line that names a path, with how it
+/// is used: redirection targets, then each command's operands.
+pub(crate) fn path_arguments_of(line: &CommandLine) -> Vec<PathArg> {
     let mut found = Vec::new();
     let mut add = |text: &str, access| {
         if !text.is_empty() {
@@ -112,45 +58,18 @@ pub fn path_arguments(cmd: &str) -> Vec<PathArg> {
             });
         }
     };
-    for words in simple_commands(&strip_heredocs(cmd)) {
-        // Redirections first, wherever they stand; what is left are words.
-        let mut plain: Vec<String> = Vec::new();
-        let mut i = 0;
-        while i < words.len() {
-            let w = &words[i];
-            if w.starts_with("<<") {
-                // A here-document's delimiter or a here-string's text.
-                i += if w.trim_start_matches('<').trim_start_matches('-').is_empty() {
-                    2
+    for command in &line.commands {
+        for r in &command.redirects {
+            add(
+                &r.target,
+                if r.output {
+                    PathAccess::Write
                 } else {
-                    1
-                };
-                continue;
-            }
-            if let Some((out, attached)) = redirection(w) {
-                let target = if attached.is_empty() {
-                    i += 1;
-                    words.get(i).map(String::as_str).unwrap_or("")
-                } else {
-                    attached
-                };
-                // `>&2`, `2>&1`: descriptors, not paths.
-                if !target.starts_with('&') {
-                    add(
-                        target,
-                        if out {
-                            PathAccess::Write
-                        } else {
-                            PathAccess::Read
-                        },
-                    );
-                }
-                i += 1;
-                continue;
-            }
-            plain.push(w.clone());
-            i += 1;
+                    PathAccess::Read
+                },
+            );
         }
+        let plain = &command.words;
         for w in plain.iter().take_while(|w| is_assignment(w)) {
             if let Some((_, v)) = w.split_once('=') {
                 add(v, PathAccess::Read);
@@ -162,10 +81,10 @@ pub fn path_arguments(cmd: &str) -> Vec<PathArg> {
                 add(&pair[1], PathAccess::Read);
             }
         }
-        let Some((exe, args)) = executable(&plain) else {
+        let Some((exe, args)) = executable(plain) else {
             continue;
         };
-        if let Some(path) = invoked(&plain, &exe).filter(|w| w.contains('/')) {
+        if let Some(path) = invoked(plain, &exe).filter(|w| w.contains('/')) {
             add(path, PathAccess::Read);
         }
         command_operands(&exe, args, &mut add);
@@ -362,13 +281,13 @@ fn invoked<'w>(words: &'w [String], exe: &str) -> Option<&'w String> {
         .find(|w| !is_assignment(w) && w.rsplit('/').next() == Some(exe))
 }
 
-/// The executables `cmd` runs (as written).
-pub fn executables(cmd: &str) -> Vec<String> {
-    simple_commands(&strip_heredocs(cmd))
+/// The executables a lexed command line runs (as written).
+pub(crate) fn executables(line: &CommandLine) -> Vec<String> {
+    line.commands
         .iter()
-        .filter_map(|words| {
-            let (exe, _) = executable(words)?;
-            invoked(words, &exe).cloned()
+        .filter_map(|c| {
+            let (exe, _) = executable(&c.words)?;
+            invoked(&c.words, &exe).cloned()
         })
         .collect()
 }
@@ -474,13 +393,22 @@ impl Reach<'_> {
 /// A setuid or setgid file among the executables of `cmd`, found the way
 /// the shell finds it (`PATH`, or relative to the working directory).
 pub fn privileged_executable(cmd: &str, path_var: &str, cwd: &Path) -> Option<PathBuf> {
+    privileged_executable_of(&CommandLine::lex(cmd), path_var, cwd)
+}
+
+/// [`privileged_executable`] of a lexed command line.
+pub(crate) fn privileged_executable_of(
+    line: &CommandLine,
+    path_var: &str,
+    cwd: &Path,
+) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     // Built into every POSIX shell: run in the shell, never looked up.
     const BUILTINS: [&str; 16] = [
         "true", "false", "echo", "printf", "cd", "test", "[", "exit", "export", "set", "unset",
         "read", "wait", "shift", ":", ".",
     ];
-    for exe in executables(cmd)
+    for exe in executables(line)
         .into_iter()
         .filter(|e| !BUILTINS.contains(&e.as_str()))
     {
@@ -565,7 +493,7 @@ mod tests {
             args("cat <<< /etc/passwd"),
             Vec::<(String, PathAccess)>::new()
         );
-        assert_eq!(executables(cmd), ["cat", "wc"]);
+        assert_eq!(executables(&CommandLine::lex(cmd)), ["cat", "wc"]);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Permission modes and the gates each one opens.
 
+use crate::shell::CommandLine;
+
 /// The operator's command policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionMode {
@@ -165,61 +167,19 @@ const NETWORK_TOOLS: [&str; 14] = [
 ];
 const LITERAL_TOOLS: [&str; 8] = ["echo", "printf", "grep", "rg", "cat", "head", "tail", "wc"];
 const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
+/// Words that open or join commands rather than name one.
+const RESERVED: [&str; 11] = [
+    "!", "{", "}", "if", "then", "else", "elif", "do", "while", "until", "time",
+];
 
-/// Splits a command line into simple commands (on `;`, `&`, `|`, newlines)
-/// and each into words, quotes removed. A heuristic, not a shell parser.
-pub(crate) fn simple_commands(cmd: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    let mut chars = cmd.chars().peekable();
-    let flush_word = |words: &mut Vec<String>, word: &mut String, in_word: &mut bool| {
-        if *in_word {
-            words.push(std::mem::take(word));
-            *in_word = false;
-        }
-    };
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                in_word = true;
-            }
-            (None, '\\') => {
-                if let Some(n) = chars.next() {
-                    word.push(n);
-                    in_word = true;
-                }
-            }
-            // `2>&1`, `>&2`, `<&0` and `&>file` are redirections, not separators.
-            (None, '&') if word.ends_with('>') || word.ends_with('<') => word.push(c),
-            (None, '&') if chars.peek() == Some(&'>') => {
-                flush_word(&mut words, &mut word, &mut in_word);
-                word.push('&');
-                in_word = true;
-            }
-            (None, ';' | '&' | '|' | '\n' | '(' | ')') => {
-                flush_word(&mut words, &mut word, &mut in_word);
-                if !words.is_empty() {
-                    out.push(std::mem::take(&mut words));
-                }
-            }
-            (None, c) if c.is_whitespace() => flush_word(&mut words, &mut word, &mut in_word),
-            (None, c) => {
-                word.push(c);
-                in_word = true;
-            }
-        }
+/// Whether an interpreter given `args` reads its program from standard
+/// input: no operand names a script (`sh`, `sh -s x`, `python3 -`,
+/// `python3 -u`; not `sh build.sh`, `python3 -m venv`).
+fn reads_program(args: &[String]) -> bool {
+    match args.iter().position(|a| !a.starts_with('-') || a == "-") {
+        None => true,
+        Some(i) => args[i] == "-" || i > 0 && matches!(args[i - 1].as_str(), "-s" | "--"),
     }
-    flush_word(&mut words, &mut word, &mut in_word);
-    if !words.is_empty() {
-        out.push(words);
-    }
-    out
 }
 
 pub(crate) fn is_assignment(w: &str) -> bool {
@@ -241,6 +201,12 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
             i += 1;
         }
         let w = words.get(i)?;
+        // Reserved words and grouping before a command run nothing
+        // themselves (`if curl ...; then`, `! nc ...`, `{ rm ...; }`).
+        if RESERVED.contains(&w.as_str()) {
+            i += 1;
+            continue;
+        }
         let base = w.rsplit('/').next().unwrap_or(w);
         match base {
             "env" | "command" | "exec" | "nohup" | "nice" | "stdbuf" | "timeout" => {
@@ -266,26 +232,15 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
     }
 }
 
-/// Whether `s` has `$(`, `${` or a backtick outside single quotes.
-fn has_expansion(cmd: &str) -> Option<&'static str> {
-    let mut single = false;
-    let b = cmd.as_bytes();
-    for (i, &c) in b.iter().enumerate() {
-        match c {
-            b'\'' => single = !single,
-            b'`' if !single => return Some("`"),
-            b'$' if !single && matches!(b.get(i + 1), Some(b'(') | Some(b'{')) => {
-                return Some(if b[i + 1] == b'(' { "$(" } else { "${" });
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
 /// The first gate `cmd` (with caller `env`) would need, checked in a fixed
 /// order, whatever the mode; [`Gates`] decides which are open.
 pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
+    classify_line(&CommandLine::lex(cmd), caller_env)
+}
+
+/// [`classify`] of a lexed command line: every gate reads the same words
+/// (crate::shell).
+pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
     let mut found = Vec::new();
     let mut add = |permission, evidence: String, inline: Option<(String, String)>| {
         if !found.iter().any(|r: &Refusal| r.permission == permission) {
@@ -302,18 +257,62 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
             add(Permission::SensitiveEnv, format!("env {k}"), None);
         }
     }
-    if let Some(e) = has_expansion(cmd) {
+    if let Some(e) = line.expansion {
         add(Permission::ShellExpansion, e.to_owned(), None);
     }
-    let commands = simple_commands(cmd);
-    let only_literal = commands
+    let only_literal = line
+        .commands
         .iter()
-        .filter_map(|w| executable(w))
+        .filter_map(|c| executable(&c.words))
         .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
-    for words in &commands {
+    // A shell that reads its program from a here-document or a
+    // here-string runs that text: its commands are checked too.
+    let fed_scripts: Vec<CommandLine> = line
+        .commands
+        .iter()
+        .filter(|c| {
+            executable(&c.words)
+                .is_some_and(|(exe, args)| SHELLS.contains(&exe.as_str()) && reads_program(args))
+        })
+        .flat_map(|c| {
+            c.stdin_data
+                .iter()
+                .map(|&i| CommandLine::lex(&line.data[i]))
+        })
+        .collect();
+    if let Some(e) = fed_scripts.iter().find_map(|l| l.expansion) {
+        add(Permission::ShellExpansion, e.to_owned(), None);
+    }
+    for command in line
+        .commands
+        .iter()
+        .chain(fed_scripts.iter().flat_map(|l| &l.commands))
+    {
+        let words = &command.words;
         let Some((exe, args)) = executable(words) else {
             continue;
         };
+        // A program read from standard input fed by a pipe, a
+        // here-document or a here-string is inline code, as `-c` is
+        // (`curl ... | sh`, `python3 <<EOF`); a shell started on its own
+        // reads its terminal (an interactive session), which is not.
+        let interpreter = SHELLS.contains(&exe.as_str())
+            || exe.starts_with("python")
+            || matches!(exe.as_str(), "node" | "ruby" | "perl" | "php");
+        if interpreter && reads_program(args) && (command.piped || !command.stdin_data.is_empty()) {
+            add(
+                Permission::InlineScript,
+                format!(
+                    "{exe} reading its program from {}",
+                    if command.piped {
+                        "a pipe"
+                    } else {
+                        "a here-document"
+                    }
+                ),
+                Some((exe.clone(), "stdin".to_owned())),
+            );
+        }
         let arg = |a: &str| args.iter().any(|x| x == a);
         let flags = |f: char| {
             args.iter()
@@ -392,7 +391,9 @@ pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
         }
     }
     if !only_literal {
-        for w in cmd.split_whitespace() {
+        // Every word, redirection target and here-document, as the shell
+        // reads them (quotes removed): a URL or a network module anywhere.
+        for w in line.texts().flat_map(str::split_whitespace) {
             if w.contains("http://")
                 || w.contains("https://")
                 || w.contains("socket.")

@@ -15,12 +15,13 @@ use tokio::sync::watch;
 use crate::buffer::{RetainedStream, Slice};
 use crate::env::{EnvInherit, EnvPolicy, EnvSpec, build_env};
 use crate::namespace::{self, SandboxConfig, TierChoice};
-use crate::paths::{Reach, path_arguments, privileged_executable};
-use crate::policy::{GateState, Gates, Permission, Refusal, classify};
+use crate::paths::{Reach, path_arguments_of, privileged_executable_of};
+use crate::policy::{GateState, Gates, Permission, Refusal, classify_line};
 use crate::roots::{Toolchains, discover};
 use crate::runtime_dirs::RuntimeDirError;
 use crate::runtime_dirs::{RetentionBudget, RuntimeDirs};
 use crate::sandbox::{ChildSandbox, SandboxRoots};
+use crate::shell::CommandLine;
 use crate::signal::Signal;
 use crate::supervisor::Launch;
 use crate::{sandbox, seccomp, supervisor};
@@ -1237,9 +1238,19 @@ impl ExecRuntime {
         let gates = self.inner.cfg.gates;
         let home = dirs.home();
         let env = self.command_env(&req, &dirs);
+        // One reading of the command line for every gate.
+        let mut line = CommandLine::lex(&req.cmd);
+        // The call's `stdin` is the shell's standard input: a command that
+        // reads it is fed as through a pipe (`sh` with a program there is
+        // inline code).
+        if !req.stdin.is_empty() {
+            for c in line.commands.iter_mut().filter(|c| c.stdin_data.is_empty()) {
+                c.piped = true;
+            }
+        }
         if gates.privileged_executable == GateState::Blocked
-            && let Some(p) = privileged_executable(
-                &req.cmd,
+            && let Some(p) = privileged_executable_of(
+                &line,
                 env.get("PATH").map(String::as_str).unwrap_or_default(),
                 &cwd,
             )
@@ -1260,7 +1271,7 @@ impl ExecRuntime {
                 home: &home,
                 read_roots: &self.inner.toolchains.read_roots,
             };
-            if let Some(a) = path_arguments(&req.cmd)
+            if let Some(a) = path_arguments_of(&line)
                 .into_iter()
                 .find(|a| !reach.allows(a))
             {
@@ -1272,7 +1283,7 @@ impl ExecRuntime {
                 }));
             }
         }
-        if let Some(r) = classify(&req.cmd, &env_pairs)
+        if let Some(r) = classify_line(&line, &env_pairs)
             .into_iter()
             .find(|r| !gates.allows(r.permission))
         {

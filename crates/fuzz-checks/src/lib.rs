@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("patch_plan", check_patch_plan),
     ("tool_arguments", check_tool_arguments),
     ("mcp_name", check_mcp_name),
+    ("shell_lexer", check_shell_lexer),
 ];
 
 /// Separates the parts of one input (never valid inside UTF-8 text).
@@ -329,4 +330,41 @@ pub fn check_mcp_name(data: &[u8]) {
     } else {
         assert_eq!(back, None, "a payload over the limit was decoded");
     }
+}
+
+/// The one lexer every command gate reads (`ctm_exec_runtime::CommandLine`)
+/// and the gates on top of it.
+///
+/// Input: a command line (lossy UTF-8). Properties: no panic, in the lexer
+/// or any gate; and nothing a closed line leaves behind can hide what
+/// follows it: when the line ends outside any quote, substitution,
+/// here-document or continuation, the shell reads a next line as commands,
+/// and so must every gate — a `$(...)` there is an expansion, a `curl` there
+/// needs the network, and a path there is checked.
+pub fn check_shell_lexer(data: &[u8]) {
+    use ctm_exec_runtime::{CommandLine, Permission, classify, path_arguments};
+    let cmd = String::from_utf8_lossy(data);
+    let line = CommandLine::lex(&cmd);
+    let _ = classify(&cmd, &[]);
+    let _ = path_arguments(&cmd);
+    if line.open {
+        return;
+    }
+    let then = |next: &str| format!("{cmd}\n{next}");
+    assert!(
+        CommandLine::lex(&then("echo $(id)")).expansion.is_some(),
+        "an expansion after {cmd:?} is not seen"
+    );
+    assert!(
+        classify(&then("nc 127.0.0.1 9"), &[])
+            .iter()
+            .any(|r| r.permission == Permission::Network),
+        "a network command after {cmd:?} is not seen"
+    );
+    assert!(
+        path_arguments(&then("cat /etc/fuzz-marker"))
+            .iter()
+            .any(|a| a.text == "/etc/fuzz-marker"),
+        "a path after {cmd:?} is not checked"
+    );
 }

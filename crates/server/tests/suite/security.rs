@@ -837,3 +837,64 @@ fn variables_that_steer_programs_are_refused_from_callers() {
     }
     assert!(!ws.join("steered").exists());
 }
+
+/// Issue 31, item 6: every gate reads the command line once, the way the
+/// shell does. Each of these ran before (a quote or a `<<` inside quotes
+/// made a gate read the line differently from the shell: the substitution
+/// ran, the path gate skipped the next line, a redirection hid the
+/// command's name, a shell read its program from a pipe); each is refused
+/// now with the permission it needs.
+/// Where the shell reads text as data or a comment, nothing is refused.
+#[test]
+fn every_gate_reads_the_command_line_as_the_shell_does() {
+    let ws = workspace();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let refused = [
+        ("echo \"it's $(id -u)\"", "shell_expansion"),
+        ("echo \\' $(id -u)", "shell_expansion"),
+        ("echo \"<<X\"\ncat /etc/shadow", "filesystem_escape"),
+        ("echo '<<X'\ntouch /usr/lib/planted", "filesystem_escape"),
+        ("cat \"<<\" /etc/shadow", "filesystem_escape"),
+        (">/dev/null nc 127.0.0.1 9", "network"),
+        ("if nc 127.0.0.1 9; then :; fi", "network"),
+        ("cat <<EOF\n$(id -u)\nEOF", "shell_expansion"),
+        // A program read from a pipe or a here-document is inline code.
+        ("echo 'id -u' | sh", "inline_script"),
+        ("sh <<'EOF'\nrm -rf ~/x\nEOF", "inline_script"),
+        ("python3 <<EOF\nprint(1)\nEOF", "inline_script"),
+    ];
+    // The call's `stdin` feeds the shell as a pipe would.
+    let r = s.request(&call(
+        40,
+        "exec_command",
+        json!({"cmd": "sh", "stdin": "id -u\n"}),
+    ));
+    assert_eq!(
+        r["result"]["structuredContent"]["permission_request"]["permission"], "inline_script",
+        "{r}"
+    );
+    for (i, (cmd, permission)) in refused.into_iter().enumerate() {
+        let r = s.request(&call(i as i64 + 1, "exec_command", json!({"cmd": cmd})));
+        let v = &r["result"]["structuredContent"];
+        assert_eq!(v["error"]["code"], "PERMISSION_REQUIRED", "{cmd:?}: {r}");
+        assert_eq!(
+            v["permission_request"]["permission"], permission,
+            "{cmd:?}: {r}"
+        );
+    }
+    let allowed = [
+        ("echo ok # $(id -u)", "ok\n"),
+        (
+            "cat <<'EOF'\n$(id -u) stays text\nEOF",
+            "$(id -u) stays text\n",
+        ),
+        ("echo '$(id -u)'", "$(id -u)\n"),
+        ("echo \"a<<b\"", "a<<b\n"),
+    ];
+    for (i, (cmd, out)) in allowed.into_iter().enumerate() {
+        let r = s.request(&call(i as i64 + 50, "exec_command", json!({"cmd": cmd})));
+        let v = &r["result"]["structuredContent"];
+        assert_eq!(v["exit_code"], 0, "{cmd:?}: {r}");
+        assert_eq!(v["stdout"], out, "{cmd:?}: {r}");
+    }
+}

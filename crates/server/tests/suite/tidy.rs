@@ -10,7 +10,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Above the server: the fuzz properties, shared by fuzz/ and their replay test.
     (
         "ctm-fuzz-checks",
-        &["coding-tools-mcp", "ctm-protocol-eras", "ctm-patch-engine"],
+        &[
+            "coding-tools-mcp",
+            "ctm-protocol-eras",
+            "ctm-patch-engine",
+            "ctm-exec-runtime",
+        ],
     ),
     ("coding-tools-mcp", &["*"]),
     ("ctm-transport-stdio", &["ctm-protocol-eras"]),
