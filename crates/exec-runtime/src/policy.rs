@@ -167,19 +167,102 @@ const NETWORK_TOOLS: [&str; 14] = [
 ];
 const LITERAL_TOOLS: [&str; 8] = ["echo", "printf", "grep", "rg", "cat", "head", "tail", "wc"];
 const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
+/// Commands that only read the data a here-document gives them.
+const DATA_READERS: [&str; 16] = [
+    "cat", "tee", "grep", "egrep", "fgrep", "rg", "wc", "head", "tail", "sort", "uniq", "tr",
+    "cut", "base64", "jq", "diff",
+];
 /// Words that open or join commands rather than name one.
 const RESERVED: [&str; 11] = [
     "!", "{", "}", "if", "then", "else", "elif", "do", "while", "until", "time",
 ];
 
-/// Whether an interpreter given `args` reads its program from standard
-/// input: no operand names a script (`sh`, `sh -s x`, `python3 -`,
-/// `python3 -u`; not `sh build.sh`, `python3 -m venv`).
-fn reads_program(args: &[String]) -> bool {
-    match args.iter().position(|a| !a.starts_with('-') || a == "-") {
-        None => true,
-        Some(i) => args[i] == "-" || i > 0 && matches!(args[i - 1].as_str(), "-s" | "--"),
+/// The command lines a command carries in its words, which the shell or
+/// the command runs: `eval`'s words, `trap`'s action, `env -S`'s string,
+/// and `find`'s `-exec`/`-execdir`/`-ok` commands.
+fn embedded_commands(words: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = words
+        .iter()
+        .skip_while(|w| is_assignment(w) || RESERVED.contains(&w.as_str()));
+    let Some(first) = words.next() else {
+        return out;
+    };
+    let rest: Vec<&String> = words.collect();
+    match first.rsplit('/').next().unwrap_or(first) {
+        "eval" => out.push(
+            rest.iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "trap" => out.extend(
+            rest.iter()
+                .find(|w| !w.starts_with('-'))
+                .map(|w| (*w).clone()),
+        ),
+        "env" => {
+            for pair in rest.windows(2) {
+                if matches!(pair[0].as_str(), "-S" | "--split-string") {
+                    out.push(pair[1].clone());
+                }
+            }
+        }
+        "find" => {
+            let mut i = 0;
+            while i < rest.len() {
+                if matches!(rest[i].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+                    let cmd: Vec<&str> = rest[i + 1..]
+                        .iter()
+                        .take_while(|w| !matches!(w.as_str(), ";" | "+"))
+                        .map(|w| w.as_str())
+                        .collect();
+                    i += cmd.len() + 1;
+                    out.push(cmd.join(" "));
+                }
+                i += 1;
+            }
+        }
+        _ => {}
     }
+    out
+}
+
+/// Whether an interpreter given `args` reads its program from standard
+/// input: no operand names a script, or it names standard input (`sh`,
+/// `sh -s x`, `bash -o posix`, `python3 -W ignore`, `python3 -`,
+/// `sh /dev/stdin`; not `sh build.sh`, `python3 -m venv`).
+fn reads_program(args: &[String]) -> bool {
+    // Options whose value is the next word.
+    const VALUED: [&str; 8] = [
+        "-o",
+        "+o",
+        "-O",
+        "+O",
+        "-W",
+        "-X",
+        "--rcfile",
+        "--init-file",
+    ];
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if a == "-s" || a == "--" {
+            return true;
+        }
+        if VALUED.contains(&a.as_str()) {
+            i += 2;
+            continue;
+        }
+        if a.starts_with('-') && a != "-" {
+            i += 1;
+            continue;
+        }
+        return matches!(
+            a.as_str(),
+            "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"
+        );
+    }
+    true
 }
 
 pub(crate) fn is_assignment(w: &str) -> bool {
@@ -209,12 +292,23 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
         }
         let base = w.rsplit('/').next().unwrap_or(w);
         match base {
-            "env" | "command" | "exec" | "nohup" | "nice" | "stdbuf" | "timeout" => {
+            "env" | "command" | "exec" | "nohup" | "nice" | "stdbuf" | "timeout" | "xargs"
+            | "builtin" => {
                 i += 1;
                 while let Some(a) = words.get(i) {
-                    if base == "env"
-                        && matches!(a.as_str(), "-C" | "--chdir" | "-u" | "--unset" | "-S")
-                    {
+                    let valued = match base {
+                        "env" => matches!(a.as_str(), "-C" | "--chdir" | "-u" | "--unset" | "-S"),
+                        "timeout" => {
+                            matches!(a.as_str(), "-s" | "--signal" | "-k" | "--kill-after")
+                        }
+                        "nice" => a == "-n",
+                        "xargs" => matches!(
+                            a.as_str(),
+                            "-a" | "-d" | "-E" | "-I" | "-L" | "-n" | "-P" | "-s"
+                        ),
+                        _ => false,
+                    };
+                    if valued {
                         i += 2;
                         continue;
                     }
@@ -265,20 +359,31 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         .iter()
         .filter_map(|c| executable(&c.words))
         .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
-    // A shell that reads its program from a here-document or a
-    // here-string runs that text: its commands are checked too.
+    // A here-document or here-string is read as commands too, unless the
+    // command it feeds only reads data (`cat <<'EOF' > x.sh` writes a
+    // script; `sh <<'EOF'`, `(sh) <<'EOF'` or `. /dev/stdin <<'EOF'` runs
+    // one), and so is a body the shell never closed.
     let fed_scripts: Vec<CommandLine> = line
         .commands
         .iter()
         .filter(|c| {
-            executable(&c.words)
-                .is_some_and(|(exe, args)| SHELLS.contains(&exe.as_str()) && reads_program(args))
+            line.open
+                || !executable(&c.words)
+                    .is_some_and(|(exe, _)| DATA_READERS.contains(&exe.as_str()))
         })
         .flat_map(|c| {
             c.stdin_data
                 .iter()
                 .map(|&i| CommandLine::lex(&line.data[i]))
         })
+        // Command lines inside a command's words: `eval '...'`, `trap '...'`,
+        // `env -S '...'`, `find ... -exec ... ;`.
+        .chain(
+            line.commands
+                .iter()
+                .flat_map(|c| embedded_commands(&c.words))
+                .map(|text| CommandLine::lex(&text)),
+        )
         .collect();
     if let Some(e) = fed_scripts.iter().find_map(|l| l.expansion) {
         add(Permission::ShellExpansion, e.to_owned(), None);
@@ -298,7 +403,10 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         // reads its terminal (an interactive session), which is not.
         let interpreter = SHELLS.contains(&exe.as_str())
             || exe.starts_with("python")
-            || matches!(exe.as_str(), "node" | "ruby" | "perl" | "php");
+            || matches!(
+                exe.as_str(),
+                "node" | "nodejs" | "ruby" | "perl" | "php" | "." | "source"
+            );
         if interpreter && reads_program(args) && (command.piped || !command.stdin_data.is_empty()) {
             add(
                 Permission::InlineScript,
@@ -318,6 +426,13 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
             args.iter()
                 .any(|x| x.starts_with('-') && !x.starts_with("--") && x.contains(f))
         };
+        if exe == "eval" {
+            add(
+                Permission::InlineScript,
+                "eval".to_owned(),
+                Some((exe.clone(), "eval".to_owned())),
+            );
+        }
         if SHELLS.contains(&exe.as_str())
             && let Some(flag) = args
                 .iter()
@@ -329,24 +444,43 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
                 Some((exe.clone(), flag.clone())),
             );
         }
-        let code_options: &[&str] = if exe.starts_with("python") {
-            &["-c", "-"]
-        } else if exe == "node" {
-            &["-e", "--eval", "-p", "--print"]
-        } else if matches!(exe.as_str(), "ruby" | "perl") {
-            &["-e", "-E"]
+        // The option that takes code, also inside a cluster of short
+        // options or with the code attached (`-Ic`, `-c'...'`, `-le`, `-pe`);
+        // a cluster ends at an option whose value follows (`-Mfeature`,
+        // `-Ilib`, `-rjson`, `-Wdefault`).
+        let (short, long, valued): (&[char], &[&str], &[char]) = if exe.starts_with("python") {
+            (&['c'], &["-"], &['W', 'X', 'm'])
+        } else if exe == "node" || exe == "nodejs" {
+            (&['e', 'p'], &["--eval", "--print"], &[])
+        } else if exe.starts_with("ruby") {
+            (&['e', 'E'], &[], &['r', 'I'])
+        } else if exe.starts_with("perl") {
+            (&['e', 'E'], &[], &['M', 'm', 'I', 'x'])
         } else {
-            &[]
+            (&[], &[], &[])
         };
-        if let Some(option) = code_options.iter().find(|o| arg(o)) {
+        let option = args.iter().find(|a| {
+            long.contains(&a.as_str())
+                || (a.len() > 1
+                    && a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a.chars().nth(1).is_some_and(|c| c.is_ascii_alphabetic())
+                    && a[1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic() && !valued.contains(c))
+                        .any(|c| short.contains(&c)))
+        });
+        if let Some(option) = option {
             add(
                 Permission::InlineScript,
                 format!("{exe} inline code"),
-                Some((exe.clone(), (*option).to_owned())),
+                Some((exe.clone(), option.clone())),
             );
         }
         let destructive = match exe.as_str() {
-            "rm" => flags('r') && flags('f') || arg("--recursive") && arg("--force"),
+            "rm" => {
+                (flags('r') || flags('R') || arg("--recursive")) && (flags('f') || arg("--force"))
+            }
             "sudo" | "su" | "doas" | "mkfs" | "mount" | "umount" | "shutdown" | "reboot"
             | "halt" | "poweroff" => true,
             e if e.starts_with("mkfs.") => true,
@@ -391,9 +525,20 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         }
     }
     if !only_literal {
-        // Every word, redirection target and here-document, as the shell
-        // reads them (quotes removed): a URL or a network module anywhere.
-        for w in line.texts().flat_map(str::split_whitespace) {
+        // Every word and redirection target, as the shell reads them
+        // (quotes removed), and every here-document read as a program: a
+        // URL or a network module anywhere. (A here-document a data reader
+        // gets, such as a script `cat` writes to a file, is not run.)
+        let words = line.commands.iter().flat_map(|c| {
+            c.words
+                .iter()
+                .chain(c.redirects.iter().map(|r| &r.target))
+                .map(String::as_str)
+        });
+        for w in words
+            .chain(fed_scripts.iter().flat_map(CommandLine::texts))
+            .flat_map(str::split_whitespace)
+        {
             if w.contains("http://")
                 || w.contains("https://")
                 || w.contains("socket.")
@@ -434,6 +579,104 @@ mod classify_tests {
             .iter()
             .map(|r| r.permission.as_str())
             .collect()
+    }
+
+    /// The attacker review of the one lexer (issue 31, item 6): each line
+    /// runs what the gate names under /bin/sh (dash) or bash, and each was
+    /// missed by a reading that differed from the shell's.
+    #[test]
+    fn lines_read_as_the_shell_reads_them() {
+        let cases: &[(&str, &str)] = &[
+            // Only space and tab are blanks: `\r#` is no comment.
+            ("true \r#; echo X$(id)X", "shell_expansion"),
+            ("true \u{a0}#; curl -sS 1.1.1.1", "network"),
+            ("true \u{c}#; rm -rf victim", "destructive_command"),
+            // A here-document delimiter ends at a blank only.
+            (
+                "cat <<'EOF'\r\nEOF\r\necho X$(id)X #\r\n",
+                "shell_expansion",
+            ),
+            (
+                "cat <<'EOF'\u{a0}\nEOF\u{a0}\ncurl -sS 1.1.1.1\n",
+                "network",
+            ),
+            // A backslash-newline joins `<<` and `-`, `$` and `(`.
+            ("cat <<\\\n-'EOF'\n\tEOF\necho X$(id)X\n", "shell_expansion"),
+            ("echo \"$\\\n(rm -rf victim)\"", "shell_expansion"),
+            ("echo \"$\\\n(rm -rf victim)\"", "destructive_command"),
+            // `$'` is no quote to dash.
+            ("echo $'\\' ; echo X$(id)X ; echo '\\'", "shell_expansion"),
+            // `&>` is `&` then `>` to dash.
+            ("echo &>/dev/stderr curl -sS 1.1.1.1", "network"),
+            // A here-document that something other than a data reader reads.
+            (". /dev/stdin <<'EOF'\nrm -rf victim\nEOF", "inline_script"),
+            (
+                ". /dev/stdin <<'EOF'\nrm -rf victim\nEOF",
+                "destructive_command",
+            ),
+            (
+                "(sh) <<'EOF'\nrm -rf victim\ncurl x\nEOF",
+                "destructive_command",
+            ),
+            ("(sh) <<'EOF'\nrm -rf victim\ncurl x\nEOF", "network"),
+            ("{ sh; } <<'EOF'\necho $(id)\nEOF", "shell_expansion"),
+            // A here-document inside a substitution, checked against its own body.
+            (
+                "cat <<'A' $(sh <<'B'\nrm -rf victim\nB\n)\nharmless\nA",
+                "destructive_command",
+            ),
+            // Quotes inside `${...}`.
+            (
+                "echo ${x:-'}'} ; rm -rf victim ; echo 'x'",
+                "destructive_command",
+            ),
+            // Programs from a pipe, across a newline or a comment.
+            ("echo 'echo hi' |\nsh", "inline_script"),
+            ("echo 'echo hi' | # c\nsh", "inline_script"),
+            ("echo 'echo hi' | (sh)", "inline_script"),
+            ("sh /dev/stdin <<'EOF'\necho hi\nEOF", "inline_script"),
+            ("bash -o posix <<'EOF'\necho hi\nEOF", "inline_script"),
+            ("python3 -W ignore <<'EOF'\nprint(1)\nEOF", "inline_script"),
+            // Commands inside words.
+            ("eval 'echo hi'", "inline_script"),
+            ("eval 'curl -sS 1.1.1.1'", "network"),
+            ("trap 'rm -rf victim' EXIT", "destructive_command"),
+            ("env -S 'sh -c \"echo hi\"'", "inline_script"),
+            ("find . -name x -exec rm -rf {} ;", "destructive_command"),
+            ("timeout -s KILL 5 curl -sS 1.1.1.1", "network"),
+            ("nice -n 5 sh -c 'echo hi'", "inline_script"),
+            ("xargs curl -sS <<'EOF'\n1.1.1.1\nEOF", "network"),
+            ("rm -Rf victim", "destructive_command"),
+            ("rm --recursive -f victim", "destructive_command"),
+            // Code options in a cluster or with the code attached.
+            ("python3 -Ic 'print(42)'", "inline_script"),
+            ("python3 -c'print(42)'", "inline_script"),
+            ("perl -le 'print 1'", "inline_script"),
+            ("perl5.36.0 -e 'print 1'", "inline_script"),
+            ("nodejs -e 1", "inline_script"),
+            ("node -pe 42", "inline_script"),
+        ];
+        for cmd in [
+            "perl -Mfeature=say x.pl",
+            "ruby -Ilib -rjson x.rb",
+            "python3 -Wdefault x.py",
+        ] {
+            assert!(perms(cmd).is_empty(), "{cmd:?}: {:?}", perms(cmd));
+        }
+        for (cmd, gate) in cases {
+            assert!(perms(cmd).contains(gate), "{cmd:?}: {:?}", perms(cmd));
+        }
+        // Data stays data.
+        for cmd in [
+            "cat <<'EOF' > x.sh\necho $(date)\ncurl -sS https://example.com\nEOF",
+            "cat <<'EOF' > x.py\nimport socket\nurllib.request.urlopen('https://x')\nEOF\nchmod +x x.py",
+            "grep -r 'curl' .",
+            "git commit -m 'use $(...) in docs'",
+            "printf 'a\\nb\\n' | sort",
+            "bash",
+        ] {
+            assert!(perms(cmd).is_empty(), "{cmd:?}: {:?}", perms(cmd));
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@
 const MAX_DEPTH: usize = 32;
 
 /// A file redirection of a simple command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Redirect {
     /// `>`, `>>`, `>|`, `<>`, `&>`, `&>>` (or `>&` to a file): the target is
     /// written; `<`: read.
@@ -81,6 +81,8 @@ struct Lexer<'a> {
     chars: &'a [char],
     i: usize,
     depth: usize,
+    /// `$'...'` is a quote (bash's reading) rather than `$` and a quote.
+    ansi_c: bool,
     line: CommandLine,
     current: SimpleCommand,
     word: String,
@@ -97,10 +99,66 @@ struct Lexer<'a> {
 }
 
 impl CommandLine {
-    /// Lexes `cmd` once for every gate.
+    /// Lexes `cmd` once for every gate. Where shells read a line
+    /// differently, every reading is kept (the gates see the union): `$'`
+    /// opens a quote in bash and is a `$` before a plain quote in dash, and
+    /// a backslash-newline is removed before the shell reads anything but
+    /// single quotes, which this lexer cannot do in one pass.
     pub fn lex(cmd: &str) -> Self {
-        let chars: Vec<char> = cmd.chars().collect();
-        lex_chars(&chars, 0)
+        let readings = |text: &str, line: &mut Option<CommandLine>| {
+            let chars: Vec<char> = text.chars().collect();
+            let mut variants = vec![false];
+            if text.contains("$'") {
+                variants.push(true);
+            }
+            for ansi_c in variants {
+                let l = lex_chars(&chars, 0, ansi_c);
+                match line {
+                    Some(line) => line.absorb(l, true),
+                    None => *line = Some(l),
+                }
+            }
+        };
+        let mut line = None;
+        readings(cmd, &mut line);
+        if cmd.contains("\\\n") {
+            readings(&cmd.replace("\\\n", ""), &mut line);
+        }
+        line.unwrap_or_default()
+    }
+
+    /// Adds another reading's commands, data and findings to this one;
+    /// with `once`, a command this one has already (the same words,
+    /// redirections, pipe and input) is not added again.
+    fn absorb(&mut self, other: CommandLine, once: bool) {
+        type Key = (Vec<String>, Vec<Redirect>, bool, Vec<String>);
+        let key = |c: &SimpleCommand, data: &[String]| -> Key {
+            (
+                c.words.clone(),
+                c.redirects.clone(),
+                c.piped,
+                c.stdin_data.iter().map(|&i| data[i].clone()).collect(),
+            )
+        };
+        let mut seen: std::collections::HashSet<Key> = if once {
+            self.commands.iter().map(|c| key(c, &self.data)).collect()
+        } else {
+            std::collections::HashSet::new()
+        };
+        let base = self.data.len();
+        self.data.extend(other.data);
+        for mut c in other.commands {
+            for i in &mut c.stdin_data {
+                *i += base;
+            }
+            if !once || seen.insert(key(&c, &self.data)) {
+                self.commands.push(c);
+            }
+        }
+        if self.expansion.is_none() {
+            self.expansion = other.expansion;
+        }
+        self.open |= other.open;
     }
 
     /// Every word of every command and every datum: what a scan for URLs
@@ -114,11 +172,12 @@ impl CommandLine {
     }
 }
 
-fn lex_chars(chars: &[char], depth: usize) -> CommandLine {
+fn lex_chars(chars: &[char], depth: usize, ansi_c: bool) -> CommandLine {
     let mut l = Lexer {
         chars,
         i: 0,
         depth,
+        ansi_c,
         line: CommandLine::default(),
         current: SimpleCommand::default(),
         word: String::new(),
@@ -176,7 +235,7 @@ impl Lexer<'_> {
                     }
                     self.i += 2;
                 }
-                '$' if self.peek(1) == Some('\'') => {
+                '$' if self.ansi_c && self.peek(1) == Some('\'') => {
                     self.i += 2;
                     self.begin_quoted();
                     self.ansi_c_quoted();
@@ -207,20 +266,17 @@ impl Lexer<'_> {
                     self.i += 1;
                     self.end_command();
                 }
-                '&' if self.peek(1) == Some('>') => {
-                    self.end_word();
-                    self.i += 2;
-                    if self.peek(0) == Some('>') {
-                        self.i += 1;
-                    }
-                    self.pending = Pending::Target { output: true };
-                }
+                // A separator, also before `>`: `&>` is bash's redirection
+                // of both streams but dash's `&` then `>`, where what
+                // follows is a command (the gates take dash's reading).
                 '&' => {
                     self.i += 1;
                     self.end_command();
                 }
                 '<' | '>' => self.redirection(),
-                c if c.is_whitespace() => {
+                // Blanks are space and tab only: a carriage return or any
+                // other space is part of a word, as for the shell.
+                ' ' | '\t' => {
                     self.i += 1;
                     self.end_word();
                 }
@@ -340,10 +396,10 @@ impl Lexer<'_> {
             }
         };
         if what != "${" && self.depth < MAX_DEPTH {
-            let nested = lex_chars(&self.chars[from..close], self.depth + 1);
-            self.line.open |= nested.open;
-            self.line.commands.extend(nested.commands);
-            self.line.data.extend(nested.data);
+            let nested = lex_chars(&self.chars[from..close], self.depth + 1, self.ansi_c);
+            let expansion = self.line.expansion;
+            self.line.absorb(nested, false);
+            self.line.expansion = expansion.or(self.line.expansion);
         }
         let stop = (close + 1).min(self.chars.len());
         self.in_word = true;
@@ -417,8 +473,10 @@ impl Lexer<'_> {
         self.end_word();
         self.pending = Pending::Word;
         let mut c = std::mem::take(&mut self.current);
-        c.piped = std::mem::replace(&mut self.piped, false);
         if !c.words.is_empty() || !c.redirects.is_empty() || !c.stdin_data.is_empty() {
+            // A pipe feeds the next command that is one, across newlines,
+            // comments and `(`.
+            c.piped = std::mem::replace(&mut self.piped, false);
             self.line.commands.push(c);
         }
     }
@@ -512,13 +570,16 @@ fn closing(chars: &[char], from: usize, close: char) -> Option<usize> {
     None
 }
 
-/// The index of the `}` closing a `${` whose contents start at `from`.
+/// The index of the `}` closing a `${` whose contents start at `from`:
+/// nested braces, quotes and backslashes skipped over.
 fn closing_brace(chars: &[char], from: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = from;
     while let Some(&c) = chars.get(i) {
         match c {
             '\\' => i += 1,
+            '\'' => i = chars[i + 1..].iter().position(|&c| c == '\'')? + i + 1,
+            '"' => i = closing(chars, i + 1, '"')?,
             '{' => depth += 1,
             '}' if depth == 0 => return Some(i),
             '}' => depth -= 1,
@@ -561,9 +622,11 @@ mod tests {
                 &["m"]
             ])
         );
+        // `$'...'`: dash's reading (a `$`, then a plain quote) and bash's
+        // (a quote with escapes), both kept.
         assert_eq!(
             words("echo \"a\\\"b\" $'c\\'d'"),
-            w(&[&["echo", "a\"b", "c'd"]])
+            w(&[&["echo", "a\"b", "$c\\d"], &["echo", "a\"b", "c'd"]])
         );
         assert_eq!(words("echo a\\\nb"), w(&[&["echo", "ab"]]));
         assert_eq!(
@@ -620,7 +683,7 @@ mod tests {
 
     #[test]
     fn redirections_are_not_words() {
-        let l = CommandLine::lex("2>&1 >/dev/null nc h 80 <in >>log 2>err &>both >&file <&0 >&-");
+        let l = CommandLine::lex("2>&1 >/dev/null nc h 80 <in >>log 2>err >&file <&0 >&-");
         assert_eq!(l.commands[0].words, ["nc", "h", "80"]);
         let r: Vec<(bool, &str)> = l.commands[0]
             .redirects
@@ -634,10 +697,13 @@ mod tests {
                 (false, "in"),
                 (true, "log"),
                 (true, "err"),
-                (true, "both"),
                 (true, "file")
             ]
         );
+        // `&>` is dash's `&` then `>`: what follows is a command.
+        let l = CommandLine::lex("echo &>/dev/stderr curl x");
+        assert_eq!(l.commands[1].words, ["curl", "x"]);
+        assert_eq!(l.commands[1].redirects[0].target, "/dev/stderr");
         // Quoted, they are words.
         assert_eq!(words("cat \"<<\" '>' x"), w(&[&["cat", "<<", ">", "x"]]));
         // Text just before an operator is a word of its own.

@@ -56,6 +56,12 @@ const TOKENS: &[&str] = &[
     "if",
     "then",
     "fi",
+    "\r",
+    "\u{a0}",
+    "<<\\\n-",
+    ". /dev/stdin",
+    "eval",
+    "$\\\n(",
 ];
 
 #[test]

@@ -862,6 +862,15 @@ fn every_gate_reads_the_command_line_as_the_shell_does() {
         ("echo 'id -u' | sh", "inline_script"),
         ("sh <<'EOF'\nrm -rf ~/x\nEOF", "inline_script"),
         ("python3 <<EOF\nprint(1)\nEOF", "inline_script"),
+        // From the attacker review of the lexer: a carriage return is no
+        // blank, `$'` no quote to dash, a grouped shell reads its
+        // here-document as a program.
+        ("true \r#; echo X$(id -u)X", "shell_expansion"),
+        (
+            "echo $'\\' ; echo X$(id -u)X ; echo '\\'",
+            "shell_expansion",
+        ),
+        ("(sh) <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
     ];
     // The call's `stdin` feeds the shell as a pipe would.
     let r = s.request(&call(
