@@ -44,7 +44,7 @@ async function exercise(transport, mode, expectModern) {
     const read = await client.callTool({ name: 'read_file', arguments: { path: 'AGENTS.md' } });
     assert(!read.isError && read.structuredContent.content.includes('Keep tests green'), 'read_file');
     const search = await client.callTool({ name: 'search_text', arguments: { query: 'return 1' } });
-    assert(!search.isError && search.structuredContent.match_count === 1, 'search_text');
+    assert(!search.isError && search.structuredContent.matches.length === 1, 'search_text');
     const patch = '*** Begin Patch\n*** Update File: app.py\n@@\n-    return 1\n+    return 2\n*** End Patch\n';
     const dry = await client.callTool({ name: 'apply_patch', arguments: { patch, dry_run: true } });
     assert(!dry.isError && dry.structuredContent.dry_run === true && dry.structuredContent.files[0].would_change, 'apply_patch dry run');

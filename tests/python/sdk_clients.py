@@ -49,7 +49,7 @@ async def exercise(target, mode, workspace):
         read = await client.call_tool("read_file", {"path": "AGENTS.md"})
         assert not read.is_error and "Keep tests green" in structured(read)["content"], read
         found = await client.call_tool("search_text", {"query": "return 1"})
-        assert not found.is_error and structured(found)["match_count"] == 1, structured(found)
+        assert not found.is_error and len(structured(found)["matches"]) == 1, structured(found)
         patch = "*** Begin Patch\n*** Update File: app.py\n@@\n-    return 1\n+    return 2\n*** End Patch\n"
         dry = await client.call_tool("apply_patch", {"patch": patch, "dry_run": True})
         plan = structured(dry)

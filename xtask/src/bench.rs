@@ -1213,10 +1213,11 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
             }
             let (d, s) = client.call(tool, args.clone())?;
             a.push(d);
-            counts.0 = s["count"]
-                .as_u64()
-                .or(s["match_count"].as_u64())
-                .unwrap_or(0) as usize;
+            // The list's length (the answers carry no count beside it).
+            counts.0 = ["files", "entries", "matches"]
+                .iter()
+                .find_map(|k| s[*k].as_array())
+                .map_or(0, Vec::len);
             let (d, n) = timed_command(&mut rg(&rg_args))?;
             r.push(d);
             counts.1 = n;

@@ -105,14 +105,14 @@ pub fn run(_args: &[String]) -> Result<()> {
         .as_str()
         .unwrap_or_default()
         .contains("def mul")
-        || rest["has_more"] != false
+        || !rest["next_start_line"].is_null()
     {
         bail!("continuation: {rest}");
     }
 
     step(&mut n, "a wrong patch");
     let p = s.ok("apply_patch", json!({"patch": "*** Begin Patch\n*** Update File: calc.py\n@@ def add(a, b):\n-    return a - b\n+    return a + b + 1\n*** End Patch\n"}))?;
-    if p["applied"] != true || p["files"][0]["lines_added"] != 1 {
+    if p["applied"] != true || p["files"][0]["additions"] != 1 {
         bail!("patch: {p}");
     }
 

@@ -245,7 +245,7 @@ pub fn run(args: &[String]) -> Result<()> {
                             }
                             1 => {
                                 let s = call(link, "search_text", json!({"query": "needle 1", "max_results": 500}))?;
-                                if s["match_count"].as_u64().unwrap_or(0) == 0 {
+                                if s["matches"].as_array().is_none_or(Vec::is_empty) {
                                     bail!("search found nothing: {s}");
                                 }
                             }
