@@ -58,7 +58,11 @@ pub(crate) fn path_arguments_of(line: &CommandLine) -> Vec<PathArg> {
             });
         }
     };
-    for command in &line.commands {
+    // The line's own commands and those of the programs it hands on
+    // (here-documents a shell reads, `sh -c`, `eval`, `find -exec`, ...).
+    let programs = crate::policy::programs(line);
+    let lines = std::iter::once(line).chain(&programs);
+    for command in lines.flat_map(|l| &l.commands) {
         for r in &command.redirects {
             add(
                 &r.target,
@@ -283,8 +287,10 @@ fn invoked<'w>(words: &'w [String], exe: &str) -> Option<&'w String> {
 
 /// The executables a lexed command line runs (as written).
 pub(crate) fn executables(line: &CommandLine) -> Vec<String> {
-    line.commands
-        .iter()
+    let programs = crate::policy::programs(line);
+    std::iter::once(line)
+        .chain(&programs)
+        .flat_map(|l| &l.commands)
         .filter_map(|c| {
             let (exe, _) = executable(&c.words)?;
             invoked(&c.words, &exe).cloned()
@@ -480,7 +486,11 @@ mod tests {
         assert_eq!(args("git -C /other status"), [r("/other"), r("status")]);
         assert_eq!(args("env -C /x ls"), [r("/x")]);
         assert_eq!(args("python3 x.py --out=/o"), [r("x.py"), r("/o")]);
-        assert_eq!(args("sh -c 'cat /etc/x' name arg"), [r("name"), r("arg")]);
+        // The string is the shell's program: its paths are checked too.
+        assert_eq!(
+            args("sh -c 'cat /etc/x' name arg"),
+            [r("name"), r("arg"), r("/etc/x")]
+        );
         assert_eq!(args("/opt/tool run"), [r("/opt/tool"), r("run")]);
         assert_eq!(args("find / -name x"), [r("/")]);
     }

@@ -1,6 +1,6 @@
 //! Permission modes and the gates each one opens.
 
-use crate::shell::CommandLine;
+use crate::shell::{CommandLine, SimpleCommand};
 
 /// The operator's command policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,15 +167,93 @@ const NETWORK_TOOLS: [&str; 14] = [
 ];
 const LITERAL_TOOLS: [&str; 8] = ["echo", "printf", "grep", "rg", "cat", "head", "tail", "wc"];
 const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
-/// Commands that only read the data a here-document gives them.
-const DATA_READERS: [&str; 16] = [
-    "cat", "tee", "grep", "egrep", "fgrep", "rg", "wc", "head", "tail", "sort", "uniq", "tr",
-    "cut", "base64", "jq", "diff",
-];
 /// Words that open or join commands rather than name one.
 const RESERVED: [&str; 11] = [
     "!", "{", "}", "if", "then", "else", "elif", "do", "while", "until", "time",
 ];
+
+/// Whether `exe` runs a program it reads (from a file, or from standard
+/// input when no operand names one).
+fn is_interpreter(exe: &str) -> bool {
+    SHELLS.contains(&exe)
+        || exe.starts_with("python")
+        || exe.starts_with("perl")
+        || exe.starts_with("ruby")
+        || matches!(exe, "node" | "nodejs" | "php" | "." | "source")
+}
+
+/// Whether what `c` reads on standard input may be run as a program: it
+/// feeds a shell or an interpreter that reads one, a group or `exec` (whose
+/// commands are not known here), a command invoked by a path of its own
+/// (`./cat` may be a shell), or the next command of a pipe.
+fn feeds_program(c: &SimpleCommand) -> bool {
+    match executable(&c.words) {
+        None => true,
+        Some((exe, args)) => {
+            c.pipes_out
+                || (is_interpreter(&exe) && reads_program(args))
+                || invoked_by_own_path(&c.words, &exe)
+        }
+    }
+}
+
+/// Whether the word that runs `exe` names it by a path outside the system
+/// directories (a file the workspace may hold).
+fn invoked_by_own_path(words: &[String], exe: &str) -> bool {
+    words
+        .iter()
+        .find(|w| !is_assignment(w) && w.rsplit('/').next() == Some(exe))
+        .is_some_and(|w| {
+            w.contains('/')
+                && ![
+                    "/usr/bin/",
+                    "/bin/",
+                    "/usr/local/bin/",
+                    "/usr/sbin/",
+                    "/sbin/",
+                ]
+                .iter()
+                .any(|d| w.strip_prefix(d).is_some_and(|rest| !rest.contains('/')))
+        })
+}
+
+/// Every program a command line hands on to be run, read as command lines
+/// of their own, to a depth of 8 and at most 256 of them: here-documents
+/// and here-strings that [`feeds_program`] (all of them when the line
+/// leaves one open), and the command lines in words
+/// ([`embedded_commands`]).
+pub(crate) fn programs(line: &CommandLine) -> Vec<CommandLine> {
+    const DEPTH: usize = 8;
+    const MOST: usize = 256;
+    let found = |l: &CommandLine, next: &mut Vec<CommandLine>| {
+        for c in &l.commands {
+            if l.open || feeds_program(c) {
+                next.extend(c.stdin_data.iter().map(|&i| CommandLine::lex(&l.data[i])));
+            }
+            next.extend(
+                embedded_commands(&c.words)
+                    .iter()
+                    .map(|t| CommandLine::lex(t)),
+            );
+        }
+    };
+    let mut out: Vec<CommandLine> = Vec::new();
+    let mut level: Vec<CommandLine> = Vec::new();
+    found(line, &mut level);
+    for _ in 0..DEPTH {
+        if level.is_empty() || out.len() >= MOST {
+            break;
+        }
+        let mut next = Vec::new();
+        for l in &level {
+            found(l, &mut next);
+        }
+        out.append(&mut level);
+        level = next;
+    }
+    out.truncate(MOST);
+    out
+}
 
 /// The command lines a command carries in its words, which the shell or
 /// the command runs: `eval`'s words, `trap`'s action, `env -S`'s string,
@@ -189,7 +267,26 @@ fn embedded_commands(words: &[String]) -> Vec<String> {
         return out;
     };
     let rest: Vec<&String> = words.collect();
-    match first.rsplit('/').next().unwrap_or(first) {
+    let base = first.rsplit('/').next().unwrap_or(first);
+    if SHELLS.contains(&base) {
+        // `sh -c 'string'`: the string is the program (the first operand
+        // after the options, `-c` anywhere in a cluster).
+        let mut saw_c = false;
+        for w in &rest {
+            if w.starts_with("--") {
+                continue;
+            }
+            if w.starts_with('-') {
+                saw_c |= w.contains('c');
+                continue;
+            }
+            if saw_c {
+                out.push((*w).clone());
+            }
+            break;
+        }
+    }
+    match base {
         "eval" => out.push(
             rest.iter()
                 .map(|w| w.as_str())
@@ -212,10 +309,12 @@ fn embedded_commands(words: &[String]) -> Vec<String> {
             let mut i = 0;
             while i < rest.len() {
                 if matches!(rest[i].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
-                    let cmd: Vec<&str> = rest[i + 1..]
+                    // Its words are the command's arguments as they are:
+                    // quoted again to be read as one line.
+                    let cmd: Vec<String> = rest[i + 1..]
                         .iter()
                         .take_while(|w| !matches!(w.as_str(), ";" | "+"))
-                        .map(|w| w.as_str())
+                        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
                         .collect();
                     i += cmd.len() + 1;
                     out.push(cmd.join(" "));
@@ -228,28 +327,46 @@ fn embedded_commands(words: &[String]) -> Vec<String> {
     out
 }
 
+/// The options at the start of `args`, with the values of those that take
+/// one, up to the first operand (`-` counts as an option: stdin).
+fn leading_options(args: &[String]) -> &[String] {
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if a == "--" || !a.starts_with('-') && !a.starts_with('+') {
+            break;
+        }
+        i += if VALUED_OPTIONS.contains(&a.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    &args[..i.min(args.len())]
+}
+
+/// Interpreter options whose value is the next word.
+const VALUED_OPTIONS: [&str; 8] = [
+    "-o",
+    "+o",
+    "-O",
+    "+O",
+    "-W",
+    "-X",
+    "--rcfile",
+    "--init-file",
+];
+
 /// Whether an interpreter given `args` reads its program from standard
 /// input: no operand names a script, or it names standard input (`sh`,
 /// `sh -s x`, `bash -o posix`, `python3 -W ignore`, `python3 -`,
 /// `sh /dev/stdin`; not `sh build.sh`, `python3 -m venv`).
 fn reads_program(args: &[String]) -> bool {
-    // Options whose value is the next word.
-    const VALUED: [&str; 8] = [
-        "-o",
-        "+o",
-        "-O",
-        "+O",
-        "-W",
-        "-X",
-        "--rcfile",
-        "--init-file",
-    ];
     let mut i = 0;
     while let Some(a) = args.get(i) {
         if a == "-s" || a == "--" {
             return true;
         }
-        if VALUED.contains(&a.as_str()) {
+        if VALUED_OPTIONS.contains(&a.as_str()) {
             i += 2;
             continue;
         }
@@ -359,32 +476,15 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         .iter()
         .filter_map(|c| executable(&c.words))
         .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
-    // A here-document or here-string is read as commands too, unless the
-    // command it feeds only reads data (`cat <<'EOF' > x.sh` writes a
-    // script; `sh <<'EOF'`, `(sh) <<'EOF'` or `. /dev/stdin <<'EOF'` runs
-    // one), and so is a body the shell never closed.
-    let fed_scripts: Vec<CommandLine> = line
+    // Programs the line hands to a shell or an interpreter: here-documents,
+    // `sh -c` strings, `eval`, `trap`, `env -S`, `find -exec`, nested.
+    let fed_scripts = programs(line);
+    // A group or `exec` given a here-document, or a pipe anywhere in the
+    // line: an interpreter that reads standard input may read it.
+    let stdin_fed = line
         .commands
         .iter()
-        .filter(|c| {
-            line.open
-                || !executable(&c.words)
-                    .is_some_and(|(exe, _)| DATA_READERS.contains(&exe.as_str()))
-        })
-        .flat_map(|c| {
-            c.stdin_data
-                .iter()
-                .map(|&i| CommandLine::lex(&line.data[i]))
-        })
-        // Command lines inside a command's words: `eval '...'`, `trap '...'`,
-        // `env -S '...'`, `find ... -exec ... ;`.
-        .chain(
-            line.commands
-                .iter()
-                .flat_map(|c| embedded_commands(&c.words))
-                .map(|text| CommandLine::lex(&text)),
-        )
-        .collect();
+        .any(|c| c.piped || (!c.stdin_data.is_empty() && executable(&c.words).is_none()));
     if let Some(e) = fed_scripts.iter().find_map(|l| l.expansion) {
         add(Permission::ShellExpansion, e.to_owned(), None);
     }
@@ -401,13 +501,8 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         // here-document or a here-string is inline code, as `-c` is
         // (`curl ... | sh`, `python3 <<EOF`); a shell started on its own
         // reads its terminal (an interactive session), which is not.
-        let interpreter = SHELLS.contains(&exe.as_str())
-            || exe.starts_with("python")
-            || matches!(
-                exe.as_str(),
-                "node" | "nodejs" | "ruby" | "perl" | "php" | "." | "source"
-            );
-        if interpreter && reads_program(args) && (command.piped || !command.stdin_data.is_empty()) {
+        let interpreter = is_interpreter(&exe);
+        if interpreter && reads_program(args) && (stdin_fed || !command.stdin_data.is_empty()) {
             add(
                 Permission::InlineScript,
                 format!(
@@ -433,8 +528,11 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
                 Some((exe.clone(), "eval".to_owned())),
             );
         }
+        // Options come before the program's operand; what follows it is the
+        // program's own arguments (`bash build.sh -c Release`).
+        let options = leading_options(args);
         if SHELLS.contains(&exe.as_str())
-            && let Some(flag) = args
+            && let Some(flag) = options
                 .iter()
                 .find(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
         {
@@ -459,7 +557,7 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         } else {
             (&[], &[], &[])
         };
-        let option = args.iter().find(|a| {
+        let option = options.iter().find(|a| {
             long.contains(&a.as_str())
                 || (a.len() > 1
                     && a.starts_with('-')
@@ -655,6 +753,41 @@ mod classify_tests {
             ("perl5.36.0 -e 'print 1'", "inline_script"),
             ("nodejs -e 1", "inline_script"),
             ("node -pe 42", "inline_script"),
+            // The second attacker review.
+            (
+                "cat <<\\\n-'E'\nx\\\n\tE\nrm -rf victim\n-E\nE\n",
+                "destructive_command",
+            ),
+            (
+                "./cat <<'EOF'\necho $(id)\nrm -rf victim\nEOF",
+                "destructive_command",
+            ),
+            ("(python3) <<'EOF'\nimport os\nEOF", "inline_script"),
+            ("echo 'print(1)' | (true; python3)", "inline_script"),
+            ("echo 'echo hi' | { true; sh; }", "inline_script"),
+            ("exec <<'EOF'\nprint(1)\nEOF\npython3", "inline_script"),
+            (
+                "echo \"${x:-'}\"; rm -rf victim; echo \"'}\"",
+                "destructive_command",
+            ),
+            ("echo ${x:-$(rm -rf victim)}", "destructive_command"),
+            ("cat <<E\n$(rm -rf victim)\nE", "destructive_command"),
+            (
+                "echo $(case x in x) rm -rf victim;; esac)",
+                "destructive_command",
+            ),
+            (
+                "sh <<'A'\nsh <<'B'\nrm -rf victim\nB\nA",
+                "destructive_command",
+            ),
+            ("cat <<'E' | sh\nrm -rf victim\nE", "destructive_command"),
+            ("eval \"eval 'rm -rf victim'\"", "destructive_command"),
+            ("sh -c 'rm -rf victim'", "destructive_command"),
+            ("bash -lc 'curl -sS 1.1.1.1'", "network"),
+            (
+                "find . -maxdepth 0 -exec env -S 'rm -rf victim' ;",
+                "destructive_command",
+            ),
         ];
         for cmd in [
             "perl -Mfeature=say x.pl",
@@ -668,6 +801,13 @@ mod classify_tests {
         }
         // Data stays data.
         for cmd in [
+            "git commit -q -F - <<'EOF'\nfeat: add `parse_args` helper, see $(docs)\nEOF",
+            "python3 s.py <<'EOF'\nsee `x` here\nEOF",
+            "sqlite3 t.db <<'EOF'\nCREATE TABLE `t` (a);\nEOF",
+            "cat > x.sh <<'EOF'\necho a \\\nb\nEOF",
+            "python3 t.py -c cfg.yaml",
+            "node app.js -p 8080",
+            "bash build.sh -c Release",
             "cat <<'EOF' > x.sh\necho $(date)\ncurl -sS https://example.com\nEOF",
             "cat <<'EOF' > x.py\nimport socket\nurllib.request.urlopen('https://x')\nEOF\nchmod +x x.py",
             "grep -r 'curl' .",

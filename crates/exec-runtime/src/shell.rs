@@ -42,6 +42,8 @@ pub struct SimpleCommand {
     pub stdin_data: Vec<usize>,
     /// Whether a pipe feeds its standard input (`a | b`: `b`).
     pub piped: bool,
+    /// Whether its standard output feeds a pipe (`a | b`: `a`).
+    pub pipes_out: bool,
 }
 
 /// A command line as the gates read it.
@@ -83,6 +85,8 @@ struct Lexer<'a> {
     depth: usize,
     /// `$'...'` is a quote (bash's reading) rather than `$` and a quote.
     ansi_c: bool,
+    /// Inside double quotes (where a `'` is no quote).
+    in_double: bool,
     line: CommandLine,
     current: SimpleCommand,
     word: String,
@@ -101,9 +105,7 @@ struct Lexer<'a> {
 impl CommandLine {
     /// Lexes `cmd` once for every gate. Where shells read a line
     /// differently, every reading is kept (the gates see the union): `$'`
-    /// opens a quote in bash and is a `$` before a plain quote in dash, and
-    /// a backslash-newline is removed before the shell reads anything but
-    /// single quotes, which this lexer cannot do in one pass.
+    /// opens a quote in bash and is a `$` before a plain quote in dash.
     pub fn lex(cmd: &str) -> Self {
         let readings = |text: &str, line: &mut Option<CommandLine>| {
             let chars: Vec<char> = text.chars().collect();
@@ -121,9 +123,6 @@ impl CommandLine {
         };
         let mut line = None;
         readings(cmd, &mut line);
-        if cmd.contains("\\\n") {
-            readings(&cmd.replace("\\\n", ""), &mut line);
-        }
         line.unwrap_or_default()
     }
 
@@ -178,6 +177,7 @@ fn lex_chars(chars: &[char], depth: usize, ansi_c: bool) -> CommandLine {
         i: 0,
         depth,
         ansi_c,
+        in_double: false,
         line: CommandLine::default(),
         current: SimpleCommand::default(),
         word: String::new(),
@@ -192,8 +192,32 @@ fn lex_chars(chars: &[char], depth: usize, ansi_c: bool) -> CommandLine {
 }
 
 impl Lexer<'_> {
+    /// The raw index of the `ahead`-th character from here, line
+    /// continuations (backslash-newline) skipped: the shell removes them
+    /// before it reads operators, words and substitutions (not inside
+    /// single quotes or a quoted here-document, which read raw text).
+    fn index(&self, ahead: usize) -> usize {
+        let mut i = self.i;
+        let mut left = ahead;
+        loop {
+            while self.chars.get(i) == Some(&'\\') && self.chars.get(i + 1) == Some(&'\n') {
+                i += 2;
+            }
+            if left == 0 {
+                return i;
+            }
+            i += 1;
+            left -= 1;
+        }
+    }
+
     fn peek(&self, ahead: usize) -> Option<char> {
-        self.chars.get(self.i + ahead).copied()
+        self.chars.get(self.index(ahead)).copied()
+    }
+
+    /// Moves past `n` characters, and any line continuation before them.
+    fn advance(&mut self, n: usize) {
+        self.i = self.index(n).min(self.chars.len());
     }
 
     fn expansion(&mut self, what: &'static str) {
@@ -202,6 +226,7 @@ impl Lexer<'_> {
 
     fn run(&mut self) {
         while let Some(c) = self.peek(0) {
+            self.advance(0);
             match c {
                 '\'' => {
                     self.i += 1;
@@ -224,7 +249,7 @@ impl Lexer<'_> {
                     self.double_quoted();
                 }
                 '\\' => {
-                    match self.peek(1) {
+                    match self.chars.get(self.i + 1).copied() {
                         // A line continuation joins the lines.
                         Some('\n') => {}
                         Some(n) => {
@@ -257,8 +282,9 @@ impl Lexer<'_> {
                     // `||` joins commands; `|` pipes one into the next.
                     let pipe = self.peek(0) != Some('|');
                     if !pipe {
-                        self.i += 1;
+                        self.advance(1);
                     }
+                    self.current.pipes_out = pipe;
                     self.end_command();
                     self.piped = pipe;
                 }
@@ -302,7 +328,17 @@ impl Lexer<'_> {
     /// After the opening `"`: to the closing one. `$(`, `${` and backticks
     /// expand here.
     fn double_quoted(&mut self) {
+        self.in_double = true;
+        self.double_quoted_body();
+        self.in_double = false;
+    }
+
+    fn double_quoted_body(&mut self) {
         loop {
+            if self.chars.get(self.i) == Some(&'\\') && self.chars.get(self.i + 1) == Some(&'\n') {
+                self.i += 2;
+                continue;
+            }
             match self.peek(0) {
                 None => {
                     self.line.open = true;
@@ -313,7 +349,7 @@ impl Lexer<'_> {
                     return;
                 }
                 Some('\\') => {
-                    match self.peek(1) {
+                    match self.chars.get(self.i + 1).copied() {
                         Some('\n') => {}
                         Some(n @ ('$' | '`' | '"' | '\\')) => self.word.push(n),
                         Some(n) => {
@@ -366,14 +402,15 @@ impl Lexer<'_> {
     /// (`${...}`), or a plain character. The word keeps the text as written.
     fn substitution_or_char(&mut self) {
         let start = self.i;
+        let open = self.index(1) + 1;
         let (what, inner) = match (self.peek(0), self.peek(1)) {
             (Some('$'), Some('(')) => {
-                let end = closing_paren(self.chars, self.i + 2);
-                ("$(", (self.i + 2, end))
+                let end = closing_paren(self.chars, open);
+                ("$(", (open, end))
             }
             (Some('$'), Some('{')) => {
-                let end = closing_brace(self.chars, self.i + 2);
-                ("${", (self.i + 2, end))
+                let end = closing_brace(self.chars, open, self.in_double);
+                ("${", (open, end))
             }
             (Some('`'), _) => {
                 let end = closing(self.chars, self.i + 1, '`');
@@ -395,16 +432,44 @@ impl Lexer<'_> {
                 self.chars.len()
             }
         };
-        if what != "${" && self.depth < MAX_DEPTH {
-            let nested = lex_chars(&self.chars[from..close], self.depth + 1, self.ansi_c);
-            let expansion = self.line.expansion;
-            self.line.absorb(nested, false);
-            self.line.expansion = expansion.or(self.line.expansion);
+        if self.depth < MAX_DEPTH {
+            if what == "${" {
+                // A parameter's word may hold substitutions: `${x:-$(...)}`.
+                let inner: Vec<char> = self.chars[from..close].to_vec();
+                self.substitutions_in(&inner);
+            } else {
+                let nested = lex_chars(&self.chars[from..close], self.depth + 1, self.ansi_c);
+                self.line.absorb(nested, false);
+            }
         }
         let stop = (close + 1).min(self.chars.len());
         self.in_word = true;
         self.word.extend(&self.chars[start..stop]);
         self.i = stop;
+    }
+
+    /// Lexes the command substitutions in `text` (a parameter's word, an
+    /// expanding here-document's body) as commands of this line.
+    fn substitutions_in(&mut self, text: &[char]) {
+        let mut i = 0;
+        while i < text.len() {
+            let (from, end) = match (text[i], text.get(i + 1)) {
+                ('\\', _) => {
+                    i += 2;
+                    continue;
+                }
+                ('$', Some('(')) => (i + 2, closing_paren(text, i + 2)),
+                ('`', _) => (i + 1, closing(text, i + 1, '`')),
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            let close = end.unwrap_or(text.len());
+            let nested = lex_chars(&text[from..close], self.depth + 1, self.ansi_c);
+            self.line.absorb(nested, false);
+            i = close + 1;
+        }
     }
 
     /// At `<` or `>`: a redirection operator. Digits just before it are
@@ -430,7 +495,7 @@ impl Lexer<'_> {
             ('>', Some('>' | '|')) => (2, Pending::Target { output: true }),
             _ => (1, Pending::Target { output: true }),
         };
-        self.i += len;
+        self.advance(len);
         self.pending = pending;
     }
 
@@ -492,8 +557,23 @@ impl Lexer<'_> {
                     .iter()
                     .position(|&c| c == '\n')
                     .map_or(self.chars.len(), |p| self.i + p);
-                let line: String = self.chars[self.i..end].iter().collect();
+                let mut line: String = self.chars[self.i..end].iter().collect();
                 self.i = (end + 1).min(self.chars.len());
+                // In a body the shell expands, a backslash-newline joins
+                // the lines before the delimiter is looked for.
+                while expands
+                    && line.ends_with('\\')
+                    && !line.ends_with("\\\\")
+                    && self.i < self.chars.len()
+                {
+                    line.pop();
+                    let end = self.chars[self.i..]
+                        .iter()
+                        .position(|&c| c == '\n')
+                        .map_or(self.chars.len(), |p| self.i + p);
+                    line.extend(&self.chars[self.i..end]);
+                    self.i = (end + 1).min(self.chars.len());
+                }
                 let text = if strip_tabs {
                     line.trim_start_matches('\t')
                 } else {
@@ -511,6 +591,11 @@ impl Lexer<'_> {
             }
             if expands && let Some(what) = body_expansion(&body) {
                 self.expansion(what);
+                // Its substitutions run whoever reads the body.
+                if self.depth < MAX_DEPTH {
+                    let chars: Vec<char> = body.chars().collect();
+                    self.substitutions_in(&chars);
+                }
             }
             self.line.data[slot] = body;
         }
@@ -539,14 +624,29 @@ fn body_expansion(body: &str) -> Option<&'static str> {
 /// nested parentheses, quotes and backslashes skipped over.
 fn closing_paren(chars: &[char], from: usize) -> Option<usize> {
     let mut depth = 0usize;
+    // Open `case` statements: their patterns end in a `)` that closes
+    // nothing (`$(case x in x) ... ;; esac)`).
+    let mut cases = 0usize;
+    let mut word = String::new();
     let mut i = from;
     while let Some(&c) = chars.get(i) {
+        if c.is_ascii_alphabetic() {
+            word.push(c);
+        } else {
+            match word.as_str() {
+                "case" => cases += 1,
+                "esac" => cases = cases.saturating_sub(1),
+                _ => {}
+            }
+            word.clear();
+        }
         match c {
             '\\' => i += 1,
             '\'' => i = chars[i + 1..].iter().position(|&c| c == '\'')? + i + 1,
             '"' => i = closing(chars, i + 1, '"')?,
             '(' => depth += 1,
-            ')' if depth == 0 => return Some(i),
+            ')' if depth == 0 && cases == 0 => return Some(i),
+            ')' if depth == 0 => {}
             ')' => depth -= 1,
             _ => {}
         }
@@ -571,14 +671,15 @@ fn closing(chars: &[char], from: usize, close: char) -> Option<usize> {
 }
 
 /// The index of the `}` closing a `${` whose contents start at `from`:
-/// nested braces, quotes and backslashes skipped over.
-fn closing_brace(chars: &[char], from: usize) -> Option<usize> {
+/// nested braces, quotes and backslashes skipped over (inside double
+/// quotes a `'` is no quote).
+fn closing_brace(chars: &[char], from: usize, in_double: bool) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = from;
     while let Some(&c) = chars.get(i) {
         match c {
             '\\' => i += 1,
-            '\'' => i = chars[i + 1..].iter().position(|&c| c == '\'')? + i + 1,
+            '\'' if !in_double => i = chars[i + 1..].iter().position(|&c| c == '\'')? + i + 1,
             '"' => i = closing(chars, i + 1, '"')?,
             '{' => depth += 1,
             '}' if depth == 0 => return Some(i),

@@ -870,7 +870,7 @@ fn every_gate_reads_the_command_line_as_the_shell_does() {
             "echo $'\\' ; echo X$(id -u)X ; echo '\\'",
             "shell_expansion",
         ),
-        ("(sh) <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+        ("(sh) <<'EOF'\nrm -rf victim\nEOF", "inline_script"),
     ];
     // The call's `stdin` feeds the shell as a pipe would.
     let r = s.request(&call(
