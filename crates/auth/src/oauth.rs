@@ -133,6 +133,8 @@ impl ClientAuth {
 struct Client {
     secret_digest: Option<[u8; 32]>,
     redirect_uris: Vec<String>,
+    /// The `client_name` it registered with, shown on the consent page.
+    name: Option<String>,
     auth: ClientAuth,
     /// Dynamic registrations only: when, from where, and whether the client
     /// ever obtained a token. Pre-registered clients have `None`.
@@ -417,6 +419,7 @@ impl OAuthServer {
                 Client {
                     secret_digest: secret.as_ref().map(|s| sha(s.as_bytes())),
                     redirect_uris: uris.clone(),
+                    name: None,
                     // As the reference registers it: a secret travels in the form.
                     auth: if secret.is_some() {
                         ClientAuth::SecretPost
@@ -659,6 +662,7 @@ impl OAuthServer {
                 Client {
                     secret_digest: confidential.then(|| sha(secret.as_bytes())),
                     redirect_uris: uris.clone(),
+                    name: client_name.clone(),
                     auth,
                     dynamic: Some(Registration {
                         at: now,
@@ -773,9 +777,16 @@ impl OAuthServer {
         if !repeated.is_empty() {
             return AuthResponse::html(400, "<p>Repeated parameters are not allowed.</p>".into());
         }
-        if let Err(r) = self.check_authorize(&p, base) {
-            return r;
-        }
+        let (client_id, redirect_uri) = match self.check_authorize(&p, base) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        let name = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&client_id)
+            .and_then(|c| c.name.clone());
         let hidden: String = [
             "response_type",
             "client_id",
@@ -799,8 +810,11 @@ impl OAuthServer {
         AuthResponse::html(
             200,
             format!(
-                "<!doctype html><meta charset=\"utf-8\"><title>Authorize coding-tools-mcp</title><body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>Authorize access</h1><p>Client <code>{}</code> asks to use the coding tools of this workspace (run commands, change files). Enter the server's authorization password to allow it.</p><form method=\"post\" action=\"authorize\">{hidden}<input type=\"password\" name=\"password\" autofocus required> <button type=\"submit\">Allow</button></form>",
-                html_escape(p.get("client_id").map(String::as_str).unwrap_or(""))
+                "<!doctype html><meta charset=\"utf-8\"><title>Authorize coding-tools-mcp</title><body style=\"font-family:sans-serif;max-width:32em;margin:3em auto\"><h1>Authorize access</h1><p>Client {}<code>{}</code> asks to use the coding tools of this workspace (run commands, change files).</p><p>Redirect URI: <code>{}</code> — the authorization is sent there. Allow only if that is the application you are signing in to.</p><p>Enter the server's authorization password to allow it.</p><form method=\"post\" action=\"authorize\">{hidden}<input type=\"password\" name=\"password\" autofocus required> <button type=\"submit\">Allow</button></form>",
+                name.map(|n| format!("<strong>{}</strong> ", html_escape(&n)))
+                    .unwrap_or_default(),
+                html_escape(&client_id),
+                html_escape(&redirect_uri),
             ),
         )
     }

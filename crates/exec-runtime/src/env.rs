@@ -393,6 +393,18 @@ pub struct EnvSpec<'a> {
     pub caller: &'a BTreeMap<String, String>,
 }
 
+/// What every command gets so that nothing waits for a person: no pager,
+/// no editor, no git prompt, no colour, CI behaviour.
+pub const NON_INTERACTIVE_DEFAULTS: [(&str, &str); 7] = [
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("EDITOR", "true"),
+    ("NO_COLOR", "1"),
+    ("CI", "1"),
+];
+
 /// Builds the environment: base set, filter, runtime dirs, non-interactive
 /// defaults, then the caller's variables.
 pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
@@ -422,15 +434,7 @@ pub fn build_env(spec: &EnvSpec<'_>) -> BTreeMap<String, String> {
     env.insert("HOME".into(), spec.home.into());
     env.insert("TMPDIR".into(), spec.tmp.into());
     env.insert("XDG_CACHE_HOME".into(), spec.cache.into());
-    for (k, v) in [
-        ("PAGER", "cat"),
-        ("GIT_PAGER", "cat"),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_EDITOR", "true"),
-        ("EDITOR", "true"),
-        ("NO_COLOR", "1"),
-        ("CI", "1"),
-    ] {
+    for (k, v) in NON_INTERACTIVE_DEFAULTS {
         env.insert(k.into(), v.into());
     }
     env.insert(

@@ -59,7 +59,8 @@ mod supervisor;
 pub use buffer::{RetainedStream, Slice};
 pub use builder::BUILDER_FLAG;
 pub use env::{
-    EnvInherit, EnvPolicy, EnvSpec, build_env, credential_shaped, glob_matches, is_sensitive,
+    EnvInherit, EnvPolicy, EnvSpec, NON_INTERACTIVE_DEFAULTS, build_env, credential_shaped,
+    glob_matches, is_sensitive,
 };
 pub use gitseal::{NEVER_WRITABLE, SealReport};
 pub use namespace::{

@@ -74,11 +74,24 @@ pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
             status: 400,
         }));
     }
-    let value: Value = match serde_json::from_slice(bytes) {
+    let depth = nesting_depth(bytes);
+    if depth > MAX_DEPTH {
+        return Err(Box::new(Rejection {
+            error: RpcError::new(
+                ErrorCode::ParseError,
+                format!("Parse error: the message nests deeper than {MAX_DEPTH} levels"),
+                "too_deep",
+            )
+            .with_data("max_depth", serde_json::json!(MAX_DEPTH)),
+            id: probe_id(bytes),
+            status: 400,
+        }));
+    }
+    let value: Value = match parse_value(bytes, depth) {
         Ok(v) => v,
         Err(first) => match replace_lone_surrogates(bytes)
             .as_deref()
-            .map(serde_json::from_slice::<Value>)
+            .map(|b| parse_value(b, depth))
         {
             Some(Ok(v)) => v,
             _ => {
@@ -95,6 +108,77 @@ pub fn parse_message(bytes: &[u8]) -> Result<Message, Box<Rejection>> {
         },
     };
     from_value(value).map_err(Box::new)
+}
+
+/// The deepest nesting a message may have: as deep as the reference
+/// (Python's recursion limit) serves; `_meta` is carried, not walked, so a
+/// capability document 600 levels deep is served. Deeper is refused
+/// before parsing.
+pub const MAX_DEPTH: usize = 1_000;
+
+/// Nesting the parser's own guard (128 levels) allows; deeper documents
+/// are parsed on a thread with a stack sized for [`MAX_DEPTH`].
+const SHALLOW: usize = 120;
+
+/// Parses `bytes`, `depth` levels deep at most.
+fn parse_value(bytes: &[u8], depth: usize) -> serde_json::Result<Value> {
+    if depth <= SHALLOW {
+        return serde_json::from_slice(bytes);
+    }
+    let owned = bytes.to_vec();
+    let deep = move || {
+        let mut de = serde_json::Deserializer::from_slice(&owned);
+        de.disable_recursion_limit();
+        let v = <Value as serde::Deserialize>::deserialize(&mut de)?;
+        de.end()?;
+        Ok(v)
+    };
+    // Rare (no client nests this deep): a thread of its own with a stack
+    // for MAX_DEPTH levels in any build, rather than every thread's.
+    match std::thread::Builder::new()
+        .name("deep-json".into())
+        .stack_size(64 << 20)
+        .spawn(deep)
+    {
+        Ok(t) => t.join().unwrap_or_else(|_| {
+            Err(serde::de::Error::custom(
+                "the parser of a deep message failed",
+            ))
+        }),
+        Err(e) => Err(serde::de::Error::custom(format!(
+            "no thread to parse a deep message: {e}"
+        ))),
+    }
+}
+
+/// The deepest nesting of arrays and objects in `bytes`, outside strings
+/// (a linear scan; stops counting once past [`MAX_DEPTH`]).
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                if deepest > MAX_DEPTH {
+                    return deepest;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Most JSON values (array elements and object members) one message may
@@ -389,8 +473,32 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_a_parse_error_not_a_crash() {
-        let body = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert_eq!(reject(body.as_bytes()).error.code, ErrorCode::ParseError);
+        for levels in [MAX_DEPTH + 1, 10_000] {
+            let body = "[".repeat(levels) + &"]".repeat(levels);
+            let r = reject(body.as_bytes());
+            assert_eq!(r.error.code, ErrorCode::ParseError, "{levels}");
+            assert_eq!(r.error.data.as_ref().unwrap()["reason"], "too_deep");
+        }
+        // A million levels: refused before parsing (it is also too many
+        // values), without harm.
+        let body = "[".repeat(1_000_000) + &"]".repeat(1_000_000);
+        assert_eq!(reject(body.as_bytes()).status, 400);
+    }
+
+    /// Issue 36: `_meta` is carried, not walked: a capability document as
+    /// deep as the reference serves (600 levels; Python's limit is ~1,000)
+    /// is served, on the parser's deep path.
+    #[test]
+    fn a_deep_meta_document_is_served() {
+        for levels in [SHALLOW + 1, 600, MAX_DEPTH - 10] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"x":{}1{}}}}}}}}}"#,
+                r#"{"a":"#.repeat(levels),
+                "}".repeat(levels)
+            );
+            let m = parse_message(body.as_bytes()).unwrap_or_else(|e| panic!("{levels}: {e:?}"));
+            assert!(matches!(m, Message::Request(_)), "{levels}");
+        }
     }
 
     #[test]
@@ -508,8 +616,8 @@ mod tests {
     fn unparsable_messages_keep_a_readable_id() {
         let deep = format!(
             r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"_meta":{{"x":{}{}}}}}}}"#,
-            "[".repeat(300),
-            "]".repeat(300)
+            "[".repeat(MAX_DEPTH + 5),
+            "]".repeat(MAX_DEPTH + 5)
         );
         for (body, id) in [
             (

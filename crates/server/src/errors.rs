@@ -86,11 +86,12 @@ pub fn fs_error(e: FsError) -> ToolError {
             json!({"path": p, "reason": "not_regular_file"}),
             "Only regular files can be read (not FIFOs, sockets or devices).",
         ),
+        // As the reference says it: blocked by policy, not a failure to read.
         FsError::Binary(p) => err(
             ErrorCode::BinaryFile,
-            msg,
-            json!({"path": p}),
-            "Binary content is not returned as text; use view_image for images.",
+            format!("binary file read blocked for the text tool: {p}"),
+            json!({"path": p, "reason": "binary_content"}),
+            "Binary content is not returned as text; use view_image for images, or exec_command (e.g. file, xxd) to inspect it.",
         ),
         FsError::UnsupportedEncoding { path, offset, line } => err(
             ErrorCode::UnsupportedEncoding,

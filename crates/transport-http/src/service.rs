@@ -54,7 +54,10 @@ const RESOURCE_METADATA_PATHS: [&str; 2] = [
 ];
 /// CORS request headers, spelled as the reference spells them (its six
 /// first), then the wait-budget header and the two a stale SDK may still send.
-const ALLOW_HEADERS: &str = "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs, Last-Event-ID, Mcp-Session-Id";
+/// The request headers a browser may send: the reference's list and our
+/// wait-budget header. No `Mcp-Session-Id` or `Last-Event-ID`: there are
+/// no sessions and no resumable streams (issue 36).
+const ALLOW_HEADERS: &str = "Accept, Authorization, Content-Type, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-Coding-Tools-Budget-Secs";
 const ALLOW_METHODS: &str = "GET, HEAD, POST, OPTIONS";
 
 /// What the HTTP transport needs from the composition root.
@@ -519,7 +522,13 @@ async fn route<D: Dispatcher>(state: &State<D>, req: Request<Incoming>, peer: Pe
             _ => method_not_allowed("GET, HEAD"),
         }
     } else {
-        let err = json!({"error": "not_found", "message": format!("No route for {path}; the MCP endpoint is POST /mcp")});
+        // The contract's table: an unknown path is a JSON-RPC error,
+        // -32601 with a null id, status 404.
+        let err = json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32601, "message": format!("Unknown endpoint {path}; the MCP endpoint is POST /mcp")},
+        });
         respond(StatusCode::NOT_FOUND, Some(&err))
     };
     if let Some(o) = allow_origin

@@ -1134,7 +1134,7 @@ tool_result! {
         exclude: Vec<String>,
         set: Vec<String>,
         secret_env_filter: bool,
-        non_interactive_defaults: Vec<&'static str>,
+        non_interactive_defaults: Vec<String>,
     }
 }
 
@@ -1389,14 +1389,11 @@ pub fn check_exec_environment(server: &Server, args: &InfoArgs) -> ToolSuccess {
             // Names only: values may be secrets the operator chose to pass.
             set: policy.set.keys().cloned().collect(),
             secret_env_filter: g.secret_env_filter,
-            non_interactive_defaults: vec![
-                "PAGER=cat",
-                "GIT_PAGER=cat",
-                "GIT_TERMINAL_PROMPT=0",
-                "GIT_EDITOR=true",
-                "NO_COLOR=1",
-                "CI=1",
-            ],
+            // What commands get, from the one list that sets it.
+            non_interactive_defaults: ctm_exec_runtime::NON_INTERACTIVE_DEFAULTS
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
         }),
         runtime: full.then_some(runtime),
         sandbox: sandbox_report(server, full),

@@ -133,6 +133,12 @@ fn origin_is_checked_against_dns_rebinding() {
     );
     assert_eq!(r.status, 204);
     // The reference's spelling and order, then the headers only we read.
+    // No session or stream-resumption headers: there are neither (issue 36).
+    let allowed = r.header("access-control-allow-headers").unwrap();
+    assert!(
+        !allowed.contains("Mcp-Session-Id") && !allowed.contains("Last-Event-ID"),
+        "{allowed}"
+    );
     assert!(
         r.header("access-control-allow-headers")
             .unwrap()
@@ -657,11 +663,16 @@ fn odd_meta_values_keep_the_request_id() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["id"], 1);
     assert!(r.json()["result"]["tools"].is_array());
-    // Values no JSON parser here reads: still answered to id 1.
+    // Nested 200 deep: carried, not walked, and served (issue 36).
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let r = s.raw_request("POST", "/mcp", &headers, Some(with_meta(&deep).as_bytes()));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // Values no JSON parser here reads, and nesting past 1,000 levels:
+    // still answered to id 1.
     for extra in [
         "NaN",
         "-Infinity",
-        &format!("{}{}", "[".repeat(200), "]".repeat(200)),
+        &format!("{}{}", "[".repeat(1_200), "]".repeat(1_200)),
     ] {
         let r = s.raw_request("POST", "/mcp", &headers, Some(with_meta(extra).as_bytes()));
         assert_eq!(
@@ -924,4 +935,54 @@ fn a_client_that_never_reads_its_answers_loses_its_connection() {
     );
     // The server serves others meanwhile and after.
     assert_eq!(s.post(&ping(), &[]).status, 200);
+}
+
+/// Issue 36: an unknown path is the contract's JSON-RPC error (-32601,
+/// `id: null`, status 404), as the reference answers it.
+#[test]
+fn an_unknown_path_is_a_json_rpc_error() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let r = s.raw_request("GET", "/no/such/path", &[], None);
+    assert_eq!(r.status, 404);
+    let v = r.json();
+    assert_eq!(v["jsonrpc"], "2.0", "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+}
+
+/// Issue 36: `_meta` is carried, not walked: a `2026-07-28` request whose
+/// client capabilities nest 600 deep is served (the reference serves it);
+/// past 1,000 levels a message is refused, and the server keeps serving.
+#[test]
+fn a_deep_capability_document_is_served_and_a_deeper_one_refused() {
+    let ws = workspace();
+    let s = HttpServer::start(ws.path(), &[]);
+    let deep = |levels: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"x":{}1{}}}}}}}}}"#,
+            r#"{"a":"#.repeat(levels),
+            "}".repeat(levels)
+        )
+    };
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let r = s.raw_request("POST", "/mcp", &headers, Some(deep(600).as_bytes()));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        r.json()["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() == 18),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = s.raw_request("POST", "/mcp", &headers, Some(deep(5_000).as_bytes()));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], -32700);
+    let r = s.raw_request("POST", "/mcp", &headers, Some(deep(600).as_bytes()));
+    assert_eq!(r.status, 200);
 }

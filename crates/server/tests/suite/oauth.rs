@@ -58,7 +58,11 @@ pub(super) fn http_client(
 }
 
 fn register(s: &HttpServer, method: &str) -> Value {
-    let body = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": method, "client_name": "test"}).to_string();
+    register_named(s, method, "test")
+}
+
+fn register_named(s: &HttpServer, method: &str, name: &str) -> Value {
+    let body = json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": method, "client_name": name}).to_string();
     let r = s.raw_request(
         "POST",
         "/oauth/register",
@@ -1320,5 +1324,30 @@ fn attack_l1_tokens_do_not_cross_servers_on_one_port() {
     assert_eq!(
         with_host(&a, "POST", "/mcp", &format!("localhost:{port}"), Some(&own)).status,
         401
+    );
+}
+
+/// Issue 36: the consent page names the client and the redirect URI the
+/// authorization goes to (RFC 6819 §4.4.1.4), escaped, as the reference's
+/// page does.
+#[test]
+fn the_consent_page_shows_where_the_code_goes() {
+    let s = start(&[]);
+    let reg = register_named(&s, "none", "Editor <b>&</b>");
+    let id = reg["client_id"].as_str().unwrap().to_owned();
+    let (_, challenge) = pkce();
+    let base = format!("http://{}", s.addr);
+    let query = authorize_query(&id, REDIRECT, &challenge, &format!("{base}/mcp"));
+    let page = s.raw_request("GET", &format!("/oauth/authorize?{query}"), &[], None);
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8_lossy(&page.body).into_owned();
+    assert!(
+        html.contains(&format!("Redirect URI: <code>{REDIRECT}</code>")),
+        "{html}"
+    );
+    assert!(html.contains(&format!("<code>{id}</code>")), "{html}");
+    assert!(
+        html.contains("<strong>Editor &lt;b&gt;&amp;&lt;/b&gt;</strong>"),
+        "the client's name, escaped: {html}"
     );
 }

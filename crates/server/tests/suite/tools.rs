@@ -684,3 +684,52 @@ fn answers_carry_no_field_that_restates_another() {
 fn sc(r: &Value) -> Value {
     r["result"]["structuredContent"].clone()
 }
+
+/// Issue 36: a binary file's refusal says it is blocked for the text tool
+/// (the reference's word), so a client that forwards only text can tell a
+/// policy refusal from a failure; `check_exec_environment` lists every
+/// variable commands get so that nothing waits for a person.
+#[test]
+fn binary_reads_say_blocked_and_every_non_interactive_default_is_listed() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("raw.bin"), b"\x00\x01\x02binary").unwrap();
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let r = s.request(&call(1, "read_file", json!({"path": "raw.bin"})));
+    let v = sc(&r);
+    assert_eq!(v["error"]["code"], "BINARY_FILE", "{r}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("blocked for the text tool")),
+        "{r}"
+    );
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("blocked")),
+        "{r}"
+    );
+    let env = sc(&s.request(&call(
+        2,
+        "check_exec_environment",
+        json!({"detail": "full"}),
+    )));
+    let listed = &env["environment"]["non_interactive_defaults"];
+    for var in [
+        "PAGER=cat",
+        "GIT_PAGER=cat",
+        "GIT_TERMINAL_PROMPT=0",
+        "GIT_EDITOR=true",
+        "EDITOR=true",
+        "NO_COLOR=1",
+        "CI=1",
+    ] {
+        assert!(
+            listed.as_array().unwrap().contains(&json!(var)),
+            "{var}: {listed}"
+        );
+    }
+    // And commands do get it.
+    let r = s.request(&call(3, "exec_command", json!({"cmd": "printenv EDITOR"})));
+    assert_eq!(sc(&r)["stdout"], "true\n", "{r}");
+}
