@@ -60,7 +60,7 @@ pub(crate) fn path_arguments_of(line: &CommandLine) -> Vec<PathArg> {
     };
     // The line's own commands and those of the programs it hands on
     // (here-documents a shell reads, `sh -c`, `eval`, `find -exec`, ...).
-    let programs = crate::policy::programs(line);
+    let (programs, _) = crate::policy::programs(line);
     let lines = std::iter::once(line).chain(&programs);
     for command in lines.flat_map(|l| &l.commands) {
         for r in &command.redirects {
@@ -287,7 +287,7 @@ fn invoked<'w>(words: &'w [String], exe: &str) -> Option<&'w String> {
 
 /// The executables a lexed command line runs (as written).
 pub(crate) fn executables(line: &CommandLine) -> Vec<String> {
-    let programs = crate::policy::programs(line);
+    let (programs, _) = crate::policy::programs(line);
     std::iter::once(line)
         .chain(&programs)
         .flat_map(|l| &l.commands)

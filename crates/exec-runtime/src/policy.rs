@@ -185,14 +185,22 @@ fn is_interpreter(exe: &str) -> bool {
 /// Whether what `c` reads on standard input may be run as a program: it
 /// feeds a shell or an interpreter that reads one, a group or `exec` (whose
 /// commands are not known here), a command invoked by a path of its own
-/// (`./cat` may be a shell), or the next command of a pipe.
-fn feeds_program(c: &SimpleCommand) -> bool {
+/// (`./cat` may be a shell), a command that hands on a program of its own
+/// (`find -exec sh`, `sh -c sh`: that program inherits the input), or a
+/// pipe into one that reads its program from the pipe (`cat <<E | sh`).
+fn feeds_program(c: &SimpleCommand, next: Option<&SimpleCommand>) -> bool {
     match executable(&c.words) {
         None => true,
         Some((exe, args)) => {
-            c.pipes_out
-                || (is_interpreter(&exe) && reads_program(args))
+            (is_interpreter(&exe) && reads_program(args))
                 || invoked_by_own_path(&c.words, &exe)
+                || !embedded_commands(&c.words).is_empty()
+                || (c.pipes_out
+                    && next.is_some_and(|n| {
+                        n.piped
+                            && executable(&n.words)
+                                .is_none_or(|(e, a)| is_interpreter(&e) && reads_program(a))
+                    }))
         }
     }
 }
@@ -218,41 +226,59 @@ fn invoked_by_own_path(words: &[String], exe: &str) -> bool {
 }
 
 /// Every program a command line hands on to be run, read as command lines
-/// of their own, to a depth of 8 and at most 256 of them: here-documents
-/// and here-strings that [`feeds_program`] (all of them when the line
-/// leaves one open), and the command lines in words
-/// ([`embedded_commands`]).
-pub(crate) fn programs(line: &CommandLine) -> Vec<CommandLine> {
+/// of their own, nested to a depth of 8: here-documents and here-strings
+/// that [`feeds_program`] (all of them when the line leaves one open), and
+/// the command lines in words ([`embedded_commands`]). Each distinct text
+/// is read once, and at most 256 of them, 1 MiB in all; `false` when more
+/// was handed on than that (the gates then refuse the line rather than
+/// pass what they did not read).
+pub(crate) fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
     const DEPTH: usize = 8;
     const MOST: usize = 256;
-    let found = |l: &CommandLine, next: &mut Vec<CommandLine>| {
-        for c in &l.commands {
-            if l.open || feeds_program(c) {
-                next.extend(c.stdin_data.iter().map(|&i| CommandLine::lex(&l.data[i])));
+    const BYTES: usize = 1 << 20;
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut bytes = 0usize;
+    let mut complete = true;
+    let texts_of = |l: &CommandLine| -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, c) in l.commands.iter().enumerate() {
+            if l.open || feeds_program(c, l.commands.get(i + 1)) {
+                out.extend(c.stdin_data.iter().map(|&d| l.data[d].clone()));
             }
-            next.extend(
-                embedded_commands(&c.words)
-                    .iter()
-                    .map(|t| CommandLine::lex(t)),
-            );
+            out.extend(embedded_commands(&c.words));
         }
+        out
     };
     let mut out: Vec<CommandLine> = Vec::new();
-    let mut level: Vec<CommandLine> = Vec::new();
-    found(line, &mut level);
-    for _ in 0..DEPTH {
-        if level.is_empty() || out.len() >= MOST {
+    let mut level: Vec<String> = texts_of(line);
+    for depth in 0..=DEPTH {
+        if level.is_empty() {
+            break;
+        }
+        if depth == DEPTH {
+            complete = false;
             break;
         }
         let mut next = Vec::new();
-        for l in &level {
-            found(l, &mut next);
+        for text in level {
+            if !seen.insert(text.clone()) {
+                continue;
+            }
+            bytes += text.len();
+            if seen.len() > MOST || bytes > BYTES {
+                complete = false;
+                break;
+            }
+            let l = CommandLine::lex(&text);
+            next.extend(texts_of(&l));
+            out.push(l);
         }
-        out.append(&mut level);
+        if !complete {
+            break;
+        }
         level = next;
     }
-    out.truncate(MOST);
-    out
+    (out, complete)
 }
 
 /// The command lines a command carries in its words, which the shell or
@@ -345,7 +371,15 @@ fn leading_options(args: &[String]) -> &[String] {
 }
 
 /// Interpreter options whose value is the next word.
-const VALUED_OPTIONS: [&str; 8] = [
+const VALUED_OPTIONS: [&str; 16] = [
+    "-r",
+    "--require",
+    "--import",
+    "--loader",
+    "-I",
+    "--check-hash-based-pycs",
+    "-M",
+    "-x",
     "-o",
     "+o",
     "-O",
@@ -374,10 +408,12 @@ fn reads_program(args: &[String]) -> bool {
             i += 1;
             continue;
         }
-        return matches!(
-            a.as_str(),
-            "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"
-        );
+        // Standard input, or a descriptor a here-document may be on
+        // (`sh /dev/fd/3 3<<EOF`).
+        return a == "-"
+            || a == "/dev/stdin"
+            || a.starts_with("/dev/fd/")
+            || a.starts_with("/proc/self/fd/");
     }
     true
 }
@@ -412,16 +448,32 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
             "env" | "command" | "exec" | "nohup" | "nice" | "stdbuf" | "timeout" | "xargs"
             | "builtin" => {
                 i += 1;
+                let mut timed = false;
                 while let Some(a) = words.get(i) {
                     let valued = match base {
                         "env" => matches!(a.as_str(), "-C" | "--chdir" | "-u" | "--unset" | "-S"),
                         "timeout" => {
                             matches!(a.as_str(), "-s" | "--signal" | "-k" | "--kill-after")
                         }
-                        "nice" => a == "-n",
+                        "nice" => a == "-n" || a == "--adjustment",
+                        "stdbuf" => matches!(a.as_str(), "-i" | "-o" | "-e"),
                         "xargs" => matches!(
                             a.as_str(),
-                            "-a" | "-d" | "-E" | "-I" | "-L" | "-n" | "-P" | "-s"
+                            "-a" | "-d"
+                                | "-E"
+                                | "-I"
+                                | "-L"
+                                | "-n"
+                                | "-P"
+                                | "-s"
+                                | "--arg-file"
+                                | "--delimiter"
+                                | "--eof"
+                                | "--replace"
+                                | "--max-lines"
+                                | "--max-args"
+                                | "--max-procs"
+                                | "--max-chars"
                         ),
                         _ => false,
                     };
@@ -429,9 +481,12 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
                         i += 2;
                         continue;
                     }
-                    let numeric =
-                        base == "timeout" && a.chars().next().is_some_and(|c| c.is_ascii_digit());
-                    if a.starts_with('-') || numeric || (base == "env" && is_assignment(a)) {
+                    if a.starts_with('-') || (base == "env" && is_assignment(a)) {
+                        i += 1;
+                    } else if base == "timeout" && !timed {
+                        // Its first operand is the duration, however
+                        // written (`5`, `+5`, `.5`, `inf`, `5m`).
+                        timed = true;
                         i += 1;
                     } else {
                         break;
@@ -478,13 +533,24 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
     // Programs the line hands to a shell or an interpreter: here-documents,
     // `sh -c` strings, `eval`, `trap`, `env -S`, `find -exec`, nested.
-    let fed_scripts = programs(line);
+    let (fed_scripts, complete) = programs(line);
+    // What could not be read is refused, in every mode (the destructive
+    // gate is closed in trusted mode too): a line past the lexer's depth,
+    // a `${...}` shells close in different places, more programs handed
+    // on than are read.
+    if line.unread || !complete || fed_scripts.iter().any(|l| l.unread) {
+        add(
+            Permission::DestructiveCommand,
+            "a command line nested or handed on too deeply to be checked".to_owned(),
+            None,
+        );
+    }
     // A group or `exec` given a here-document, or a pipe anywhere in the
     // line: an interpreter that reads standard input may read it.
-    let stdin_fed = line
+    let group_fed = line
         .commands
         .iter()
-        .any(|c| c.piped || (!c.stdin_data.is_empty() && executable(&c.words).is_none()));
+        .any(|c| !c.stdin_data.is_empty() && executable(&c.words).is_none());
     if let Some(e) = fed_scripts.iter().find_map(|l| l.expansion) {
         add(Permission::ShellExpansion, e.to_owned(), None);
     }
@@ -502,7 +568,10 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         // (`curl ... | sh`, `python3 <<EOF`); a shell started on its own
         // reads its terminal (an interactive session), which is not.
         let interpreter = is_interpreter(&exe);
-        if interpreter && reads_program(args) && (stdin_fed || !command.stdin_data.is_empty()) {
+        if interpreter
+            && reads_program(args)
+            && (command.piped || group_fed || !command.stdin_data.is_empty())
+        {
             add(
                 Permission::InlineScript,
                 format!(
@@ -558,15 +627,17 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
             (&[], &[], &[])
         };
         let option = options.iter().find(|a| {
-            long.contains(&a.as_str())
-                || (a.len() > 1
-                    && a.starts_with('-')
-                    && !a.starts_with("--")
-                    && a.chars().nth(1).is_some_and(|c| c.is_ascii_alphabetic())
-                    && a[1..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphabetic() && !valued.contains(c))
-                        .any(|c| short.contains(&c)))
+            long.iter().any(|l| {
+                a == l
+                    || (l.starts_with("--")
+                        && a.strip_prefix(l).is_some_and(|r| r.starts_with('=')))
+            }) || (a.len() > 1
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() && !valued.contains(c))
+                    .any(|c| short.contains(&c)))
         });
         if let Some(option) = option {
             add(
@@ -788,7 +859,42 @@ mod classify_tests {
                 "find . -maxdepth 0 -exec env -S 'rm -rf victim' ;",
                 "destructive_command",
             ),
+            // The third attacker review.
+            ("cat <<'' # \\\n\nrm -rf victim\n\n", "destructive_command"),
+            ("cat <<E\nabc\\\\\\\nE\n'\nE\nrm -rf victim\n#'", "destructive_command"),
+            ("find . -maxdepth 0 -exec sh \\; <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            ("sh /dev/fd/3 3<<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            ("trap 'echo \"echo hi\" | sh' EXIT", "inline_script"),
+            ("node -r fs -e 'console.log(42)'", "inline_script"),
+            ("node --require fs -e 1", "inline_script"),
+            ("perl -I lib -e 'print 42'", "inline_script"),
+            ("node --eval='console.log(42)'", "inline_script"),
+            ("perl -0777e 'print 42'", "inline_script"),
+            ("sh -c sh <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            ("eval sh <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            ("x=abc; echo \"${x#'}\"'}\"; rm -rf victim #'", "destructive_command"),
+            ("nice --adjustment 5 rm -rf victim", "destructive_command"),
+            ("timeout +5 rm -rf victim", "destructive_command"),
+            ("timeout inf rm -rf victim", "destructive_command"),
+            ("xargs --max-args 1 rm -rf victim", "destructive_command"),
+            ("stdbuf -o L rm -rf victim", "destructive_command"),
+            ("echo 'echo hi' | { true; sh; }", "inline_script"),
         ];
+        // Past what is read: refused, not passed (in every mode: the
+        // destructive gate is closed in trusted mode too).
+        let many = "trap : USR1; ".repeat(300) + "trap 'rm -rf victim' EXIT";
+        assert!(perms(&many).contains(&"destructive_command"));
+        let deep = "$(".repeat(40) + "rm -rf victim" + &")".repeat(40);
+        assert!(perms(&deep).contains(&"destructive_command"));
+        // Many readings of nested programs cost what their distinct texts
+        // cost, not twice per level.
+        let mut nested = String::from("x;");
+        for k in 0..9 {
+            nested = format!("sh -s $'\\x' <<'E{k}'\n{nested}\nE{k}");
+        }
+        let t = std::time::Instant::now();
+        let _ = perms(&nested);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2), "{:?}", t.elapsed());
         for cmd in [
             "perl -Mfeature=say x.pl",
             "ruby -Ilib -rjson x.rb",
@@ -801,6 +907,13 @@ mod classify_tests {
         }
         // Data stays data.
         for cmd in [
+            "python3 --version | head -1",
+            "node --version | head -1",
+            "bash --version | head -1",
+            "ls | wc -l; python3 --version",
+            "bash 2>&1 | tee session.log",
+            "cat <<'EOF' | tee notes.md\nSee https://example.com/docs\nEOF",
+            "cat <<'EOF' | git apply\n rm -rf build\nEOF",
             "git commit -q -F - <<'EOF'\nfeat: add `parse_args` helper, see $(docs)\nEOF",
             "python3 s.py <<'EOF'\nsee `x` here\nEOF",
             "sqlite3 t.db <<'EOF'\nCREATE TABLE `t` (a);\nEOF",

@@ -61,6 +61,11 @@ pub struct CommandLine {
     /// here-document or after a line-continuing backslash (the shell then
     /// refuses it, or reads what follows as part of it).
     pub open: bool,
+    /// Whether part of the line could not be read for sure: nesting past
+    /// the lexer's depth, or a `${...}` in double quotes that shells close
+    /// in different places. The gates refuse such a line rather than
+    /// guess.
+    pub unread: bool,
 }
 
 /// What the next completed word is.
@@ -100,6 +105,8 @@ struct Lexer<'a> {
     heredocs: Vec<(String, bool, bool, usize)>,
     /// The command being read follows a `|`.
     piped: bool,
+    /// Open `(` groups: whether a pipe feeds each.
+    groups: Vec<bool>,
 }
 
 impl CommandLine {
@@ -158,6 +165,7 @@ impl CommandLine {
             self.expansion = other.expansion;
         }
         self.open |= other.open;
+        self.unread |= other.unread;
     }
 
     /// Every word of every command and every datum: what a scan for URLs
@@ -186,6 +194,7 @@ fn lex_chars(chars: &[char], depth: usize, ansi_c: bool) -> CommandLine {
         pending: Pending::Word,
         heredocs: Vec::new(),
         piped: false,
+        groups: Vec::new(),
     };
     l.run();
     l.line
@@ -261,14 +270,16 @@ impl Lexer<'_> {
                     self.i += 2;
                 }
                 '$' if self.ansi_c && self.peek(1) == Some('\'') => {
-                    self.i += 2;
+                    self.advance(2);
                     self.begin_quoted();
                     self.ansi_c_quoted();
                 }
                 '$' | '`' => self.substitution_or_char(),
                 '#' if !self.in_word => {
                     // A comment, to the end of the line.
-                    while self.peek(0).is_some_and(|c| c != '\n') {
+                    // Raw characters: a backslash before the newline that
+                    // ends a comment continues nothing.
+                    while self.chars.get(self.i).is_some_and(|&c| c != '\n') {
                         self.i += 1;
                     }
                 }
@@ -288,7 +299,18 @@ impl Lexer<'_> {
                     self.end_command();
                     self.piped = pipe;
                 }
-                ';' | '(' | ')' => {
+                '(' => {
+                    self.i += 1;
+                    self.end_command();
+                    // A group a pipe feeds: its commands read the pipe.
+                    self.groups.push(self.piped);
+                }
+                ')' => {
+                    self.i += 1;
+                    self.end_command();
+                    self.groups.pop();
+                }
+                ';' => {
                     self.i += 1;
                     self.end_command();
                 }
@@ -410,6 +432,12 @@ impl Lexer<'_> {
             }
             (Some('$'), Some('{')) => {
                 let end = closing_brace(self.chars, open, self.in_double);
+                // In double quotes, dash takes a `'` in `${x#'...'}` as a
+                // quote and bash in `${x:-'...'}` too: where the two
+                // readings end the expansion apart, the line is not read.
+                if self.in_double && end != closing_brace(self.chars, open, false) {
+                    self.line.unread = true;
+                }
                 ("${", (open, end))
             }
             (Some('`'), _) => {
@@ -432,7 +460,9 @@ impl Lexer<'_> {
                 self.chars.len()
             }
         };
-        if self.depth < MAX_DEPTH {
+        if self.depth >= MAX_DEPTH {
+            self.line.unread = true;
+        } else {
             if what == "${" {
                 // A parameter's word may hold substitutions: `${x:-$(...)}`.
                 let inner: Vec<char> = self.chars[from..close].to_vec();
@@ -507,7 +537,19 @@ impl Lexer<'_> {
         let quoted = std::mem::replace(&mut self.quoted, false);
         self.in_word = false;
         match std::mem::replace(&mut self.pending, Pending::Word) {
-            Pending::Word => self.current.words.push(word),
+            Pending::Word => {
+                // A brace group, like a `(` group, is fed by a pipe before it.
+                if !quoted && self.current.words.is_empty() {
+                    match word.as_str() {
+                        "{" => self.groups.push(self.piped),
+                        "}" => {
+                            self.groups.pop();
+                        }
+                        _ => {}
+                    }
+                }
+                self.current.words.push(word);
+            }
             Pending::Target { output } => self.current.redirects.push(Redirect {
                 output,
                 target: word,
@@ -540,8 +582,8 @@ impl Lexer<'_> {
         let mut c = std::mem::take(&mut self.current);
         if !c.words.is_empty() || !c.redirects.is_empty() || !c.stdin_data.is_empty() {
             // A pipe feeds the next command that is one, across newlines,
-            // comments and `(`.
-            c.piped = std::mem::replace(&mut self.piped, false);
+            // comments and `(`, and every command of a group it feeds.
+            c.piped = std::mem::replace(&mut self.piped, false) || self.groups.iter().any(|&g| g);
             self.line.commands.push(c);
         }
     }
@@ -562,8 +604,7 @@ impl Lexer<'_> {
                 // In a body the shell expands, a backslash-newline joins
                 // the lines before the delimiter is looked for.
                 while expands
-                    && line.ends_with('\\')
-                    && !line.ends_with("\\\\")
+                    && line.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
                     && self.i < self.chars.len()
                 {
                     line.pop();
@@ -595,6 +636,8 @@ impl Lexer<'_> {
                 if self.depth < MAX_DEPTH {
                     let chars: Vec<char> = body.chars().collect();
                     self.substitutions_in(&chars);
+                } else {
+                    self.line.unread = true;
                 }
             }
             self.line.data[slot] = body;

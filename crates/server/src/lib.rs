@@ -263,7 +263,8 @@ fn announce_git_seal(server: &Arc<Server>) {
         return;
     }
     let server = server.clone();
-    let _ = std::thread::Builder::new()
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let started = std::thread::Builder::new()
         .name("ctm-seal-check".into())
         .spawn(move || {
             ctm_exec_runtime::background_priority();
@@ -275,12 +276,32 @@ fn announce_git_seal(server: &Arc<Server>) {
                     status.gaps.join("; ")
                 );
             }
+            let _ = done_tx.send(());
         });
+    if started.is_ok() {
+        *SEAL_ANNOUNCED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(done_rx);
+    }
 }
+
+/// The start-up announcement of an incomplete seal, until it is made: an
+/// exit waits for it (bounded), so a short session still says it.
+static SEAL_ANNOUNCED: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>> =
+    std::sync::Mutex::new(None);
 
 /// Kills every command and removes the runtime directory; safe to call
 /// twice.
 fn finish(server: &Server) {
+    // The seal announcement of a session that ended at once still goes
+    // out (it runs at low priority; on a busy machine after the end).
+    if let Some(done) = SEAL_ANNOUNCED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        let _ = done.recv_timeout(Duration::from_secs(2));
+    }
     server.exec.shutdown();
     if let Ok(dirs) = &server.runtime_dirs {
         // Bounded: a directory of millions of entries is not worth hanging
