@@ -188,15 +188,16 @@ fn is_interpreter(exe: &str) -> bool {
 /// (`./cat` may be a shell), a command that hands on a program of its own
 /// (`find -exec sh`, `sh -c sh`: that program inherits the input), or a
 /// pipe into one that reads its program from the pipe (`cat <<E | sh`).
-fn feeds_program(c: &SimpleCommand, next: Option<&SimpleCommand>) -> bool {
+fn feeds_program(c: &SimpleCommand, after: &[SimpleCommand]) -> bool {
     match executable(&c.words) {
         None => true,
         Some((exe, args)) => {
             (is_interpreter(&exe) && reads_program(args))
                 || invoked_by_own_path(&c.words, &exe)
                 || !embedded_commands(&c.words).is_empty()
+                // Any command the pipe feeds, a compound command's too.
                 || (c.pipes_out
-                    && next.is_some_and(|n| {
+                    && after.iter().any(|n| {
                         n.piped
                             && executable(&n.words)
                                 .is_none_or(|(e, a)| is_interpreter(&e) && reads_program(a))
@@ -236,13 +237,19 @@ pub(crate) fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
     const DEPTH: usize = 8;
     const MOST: usize = 256;
     const BYTES: usize = 1 << 20;
+    if line.unread {
+        // Refused whatever it hands on.
+        return (Vec::new(), false);
+    }
+    // Every program read here shares one budget of 4 Mi characters.
+    crate::shell::set_budget(4 << 20);
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut bytes = 0usize;
     let mut complete = true;
     let texts_of = |l: &CommandLine| -> Vec<String> {
         let mut out = Vec::new();
         for (i, c) in l.commands.iter().enumerate() {
-            if l.open || feeds_program(c, l.commands.get(i + 1)) {
+            if l.open || feeds_program(c, &l.commands[i + 1..]) {
                 out.extend(c.stdin_data.iter().map(|&d| l.data[d].clone()));
             }
             out.extend(embedded_commands(&c.words));
@@ -269,7 +276,11 @@ pub(crate) fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
                 complete = false;
                 break;
             }
-            let l = CommandLine::lex(&text);
+            let l = CommandLine::lex_on_budget(&text);
+            if l.unread {
+                complete = false;
+                break;
+            }
             next.extend(texts_of(&l));
             out.push(l);
         }
@@ -861,24 +872,46 @@ mod classify_tests {
             ),
             // The third attacker review.
             ("cat <<'' # \\\n\nrm -rf victim\n\n", "destructive_command"),
-            ("cat <<E\nabc\\\\\\\nE\n'\nE\nrm -rf victim\n#'", "destructive_command"),
-            ("find . -maxdepth 0 -exec sh \\; <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
-            ("sh /dev/fd/3 3<<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            (
+                "cat <<E\nabc\\\\\\\nE\n'\nE\nrm -rf victim\n#'",
+                "destructive_command",
+            ),
+            (
+                "find . -maxdepth 0 -exec sh \\; <<'EOF'\nrm -rf victim\nEOF",
+                "destructive_command",
+            ),
+            (
+                "sh /dev/fd/3 3<<'EOF'\nrm -rf victim\nEOF",
+                "destructive_command",
+            ),
             ("trap 'echo \"echo hi\" | sh' EXIT", "inline_script"),
             ("node -r fs -e 'console.log(42)'", "inline_script"),
             ("node --require fs -e 1", "inline_script"),
             ("perl -I lib -e 'print 42'", "inline_script"),
             ("node --eval='console.log(42)'", "inline_script"),
             ("perl -0777e 'print 42'", "inline_script"),
-            ("sh -c sh <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
+            (
+                "sh -c sh <<'EOF'\nrm -rf victim\nEOF",
+                "destructive_command",
+            ),
             ("eval sh <<'EOF'\nrm -rf victim\nEOF", "destructive_command"),
-            ("x=abc; echo \"${x#'}\"'}\"; rm -rf victim #'", "destructive_command"),
+            (
+                "x=abc; echo \"${x#'}\"'}\"; rm -rf victim #'",
+                "destructive_command",
+            ),
             ("nice --adjustment 5 rm -rf victim", "destructive_command"),
             ("timeout +5 rm -rf victim", "destructive_command"),
             ("timeout inf rm -rf victim", "destructive_command"),
             ("xargs --max-args 1 rm -rf victim", "destructive_command"),
             ("stdbuf -o L rm -rf victim", "destructive_command"),
-            ("echo 'echo hi' | { true; sh; }", "inline_script"),
+            // The fourth review: a pipe feeds a compound command's body.
+            ("echo 'echo hi' | if true; then sh; fi", "inline_script"),
+            ("echo 'echo hi' | case x in x) sh;; esac", "inline_script"),
+            ("echo 'echo hi' | for i in 1; do sh; done", "inline_script"),
+            (
+                "cat <<'E' | while true; do sh; break; done\nrm -rf victim\nE",
+                "destructive_command",
+            ),
         ];
         // Past what is read: refused, not passed (in every mode: the
         // destructive gate is closed in trusted mode too).
@@ -894,7 +927,21 @@ mod classify_tests {
         }
         let t = std::time::Instant::now();
         let _ = perms(&nested);
-        assert!(t.elapsed() < std::time::Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        // Substitutions in here-documents nested 2,000 deep: read to the
+        // lexer's depth and budget, then refused, at once.
+        let nest = "cat <<E\n".to_owned() + &"$(cat <<E\n".repeat(2_000) + "\nE\n";
+        let t = std::time::Instant::now();
+        assert!(perms(&nest).contains(&"destructive_command"));
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
         for cmd in [
             "perl -Mfeature=say x.pl",
             "ruby -Ilib -rjson x.rb",

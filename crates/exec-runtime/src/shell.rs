@@ -105,8 +105,9 @@ struct Lexer<'a> {
     heredocs: Vec<(String, bool, bool, usize)>,
     /// The command being read follows a `|`.
     piped: bool,
-    /// Open `(` groups: whether a pipe feeds each.
-    groups: Vec<bool>,
+    /// Open groups (`(`: true in `.0`; `{`, `if`, `while`, `case`, ...:
+    /// false) and whether a pipe feeds each (`.1`).
+    groups: Vec<(bool, bool)>,
 }
 
 impl CommandLine {
@@ -114,6 +115,15 @@ impl CommandLine {
     /// differently, every reading is kept (the gates see the union): `$'`
     /// opens a quote in bash and is a `$` before a plain quote in dash.
     pub fn lex(cmd: &str) -> Self {
+        // Nested readings re-read parts of the line; all of them together
+        // may read at most 16 times the line and 1 MiB more.
+        BUDGET.with(|b| b.set(cmd.len().saturating_mul(16).saturating_add(1 << 20)));
+        Self::lex_on_budget(cmd)
+    }
+
+    /// Lexes `cmd` from what is left of the reading budget of the lexing
+    /// under way (the programs a line hands on share one).
+    pub(crate) fn lex_on_budget(cmd: &str) -> Self {
         let readings = |text: &str, line: &mut Option<CommandLine>| {
             let chars: Vec<char> = text.chars().collect();
             let mut variants = vec![false];
@@ -179,7 +189,33 @@ impl CommandLine {
     }
 }
 
+thread_local! {
+    /// Characters the lexing under way may still read (see
+    /// [`CommandLine::lex`]).
+    static BUDGET: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Sets the reading budget of the lexings that follow on this thread.
+pub(crate) fn set_budget(chars: usize) {
+    BUDGET.with(|b| b.set(chars));
+}
+
 fn lex_chars(chars: &[char], depth: usize, ansi_c: bool) -> CommandLine {
+    let within = BUDGET.with(|b| match b.get().checked_sub(chars.len()) {
+        Some(left) => {
+            b.set(left);
+            true
+        }
+        None => false,
+    });
+    if !within {
+        // Too much re-reading: what is left is not read, and the gates
+        // refuse the line.
+        return CommandLine {
+            unread: true,
+            ..CommandLine::default()
+        };
+    }
     let mut l = Lexer {
         chars,
         i: 0,
@@ -303,12 +339,15 @@ impl Lexer<'_> {
                     self.i += 1;
                     self.end_command();
                     // A group a pipe feeds: its commands read the pipe.
-                    self.groups.push(self.piped);
+                    self.groups.push((true, self.piped));
                 }
                 ')' => {
                     self.i += 1;
                     self.end_command();
-                    self.groups.pop();
+                    // A `case` pattern's `)` closes no group.
+                    if self.groups.last().is_some_and(|g| g.0) {
+                        self.groups.pop();
+                    }
                 }
                 ';' => {
                     self.i += 1;
@@ -540,9 +579,15 @@ impl Lexer<'_> {
             Pending::Word => {
                 // A brace group, like a `(` group, is fed by a pipe before it.
                 if !quoted && self.current.words.is_empty() {
+                    // So is a compound command (`| if ...; then sh; fi`,
+                    // `| while ...; do sh; done`, `| case ... esac`).
                     match word.as_str() {
-                        "{" => self.groups.push(self.piped),
-                        "}" => {
+                        "{" | "if" | "while" | "until" | "for" | "case" | "select" => {
+                            self.groups.push((false, self.piped));
+                        }
+                        "}" | "fi" | "done" | "esac"
+                            if self.groups.last().is_some_and(|g| !g.0) =>
+                        {
                             self.groups.pop();
                         }
                         _ => {}
@@ -583,7 +628,7 @@ impl Lexer<'_> {
         if !c.words.is_empty() || !c.redirects.is_empty() || !c.stdin_data.is_empty() {
             // A pipe feeds the next command that is one, across newlines,
             // comments and `(`, and every command of a group it feeds.
-            c.piped = std::mem::replace(&mut self.piped, false) || self.groups.iter().any(|&g| g);
+            c.piped = std::mem::replace(&mut self.piped, false) || self.groups.iter().any(|g| g.1);
             self.line.commands.push(c);
         }
     }
