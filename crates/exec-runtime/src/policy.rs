@@ -297,19 +297,32 @@ pub(crate) fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
 /// and `find`'s `-exec`/`-execdir`/`-ok` commands.
 fn embedded_commands(words: &[String]) -> Vec<String> {
     let mut out = Vec::new();
-    let mut words = words
+    let mut all = words
         .iter()
         .skip_while(|w| is_assignment(w) || RESERVED.contains(&w.as_str()));
-    let Some(first) = words.next() else {
+    let Some(first) = all.next() else {
         return out;
     };
-    let rest: Vec<&String> = words.collect();
-    let base = first.rsplit('/').next().unwrap_or(first);
+    let rest: Vec<&String> = all.collect();
+    embedded_in(first.rsplit('/').next().unwrap_or(first), &rest, &mut out);
+    // Behind a wrapper (`timeout 5 sh -c ...`, `nice find ... -exec`,
+    // `command eval ...`): the command it runs carries them too.
+    if let Some((exe, args)) = executable(words)
+        && args.len() + 1 < words.len()
+    {
+        let args: Vec<&String> = args.iter().collect();
+        embedded_in(&exe, &args, &mut out);
+    }
+    out
+}
+
+/// [`embedded_commands`] of the command `base` with arguments `rest`.
+fn embedded_in(base: &str, rest: &[&String], out: &mut Vec<String>) {
     if SHELLS.contains(&base) {
         // `sh -c 'string'`: the string is the program (the first operand
         // after the options, `-c` anywhere in a cluster).
         let mut saw_c = false;
-        for w in &rest {
+        for w in rest {
             if w.starts_with("--") {
                 continue;
             }
@@ -361,7 +374,6 @@ fn embedded_commands(words: &[String]) -> Vec<String> {
         }
         _ => {}
     }
-    out
 }
 
 /// The options at the start of `args`, with the values of those that take
@@ -910,6 +922,15 @@ mod classify_tests {
             ("echo 'echo hi' | for i in 1; do sh; done", "inline_script"),
             (
                 "cat <<'E' | while true; do sh; break; done\nrm -rf victim\nE",
+                "destructive_command",
+            ),
+            // Behind a wrapper.
+            ("timeout 5 sh -c 'rm -rf victim'", "destructive_command"),
+            ("env sh -c 'rm -rf victim'", "destructive_command"),
+            ("nice sh -c 'rm -rf victim'", "destructive_command"),
+            ("command eval 'rm -rf victim'", "destructive_command"),
+            (
+                "timeout 5 find . -maxdepth 1 -name victim -exec rm -rf {} +",
                 "destructive_command",
             ),
         ];
