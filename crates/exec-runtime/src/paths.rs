@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use ctm_workspace_fs::{FsError, Workspace};
 
-use crate::policy::{executable, is_assignment};
+use crate::policy::{Reading, executable, is_assignment};
 use crate::shell::CommandLine;
 
 /// How a command uses a path argument.
@@ -43,12 +43,12 @@ const SHELLS: [&str; 6] = ["sh", "bash", "zsh", "dash", "ksh", "fish"];
 
 /// Every argument of `cmd` that names a path, with how it is used.
 pub fn path_arguments(cmd: &str) -> Vec<PathArg> {
-    path_arguments_of(&CommandLine::lex(cmd))
+    path_arguments_of(&Reading::of(CommandLine::lex(cmd)))
 }
 
 /// Every argument of a lexed command line that names a path, with how it
 /// is used: redirection targets, then each command's operands.
-pub(crate) fn path_arguments_of(line: &CommandLine) -> Vec<PathArg> {
+pub(crate) fn path_arguments_of(reading: &Reading) -> Vec<PathArg> {
     let mut found = Vec::new();
     let mut add = |text: &str, access| {
         if !text.is_empty() {
@@ -60,9 +60,7 @@ pub(crate) fn path_arguments_of(line: &CommandLine) -> Vec<PathArg> {
     };
     // The line's own commands and those of the programs it hands on
     // (here-documents a shell reads, `sh -c`, `eval`, `find -exec`, ...).
-    let (programs, _) = crate::policy::programs(line);
-    let lines = std::iter::once(line).chain(&programs);
-    for command in lines.flat_map(|l| &l.commands) {
+    for command in reading.commands() {
         for r in &command.redirects {
             add(
                 &r.target,
@@ -286,11 +284,9 @@ fn invoked<'w>(words: &'w [String], exe: &str) -> Option<&'w String> {
 }
 
 /// The executables a lexed command line runs (as written).
-pub(crate) fn executables(line: &CommandLine) -> Vec<String> {
-    let (programs, _) = crate::policy::programs(line);
-    std::iter::once(line)
-        .chain(&programs)
-        .flat_map(|l| &l.commands)
+pub(crate) fn executables(reading: &Reading) -> Vec<String> {
+    reading
+        .commands()
         .filter_map(|c| {
             let (exe, _) = executable(&c.words)?;
             invoked(&c.words, &exe).cloned()
@@ -399,12 +395,12 @@ impl Reach<'_> {
 /// A setuid or setgid file among the executables of `cmd`, found the way
 /// the shell finds it (`PATH`, or relative to the working directory).
 pub fn privileged_executable(cmd: &str, path_var: &str, cwd: &Path) -> Option<PathBuf> {
-    privileged_executable_of(&CommandLine::lex(cmd), path_var, cwd)
+    privileged_executable_of(&Reading::of(CommandLine::lex(cmd)), path_var, cwd)
 }
 
 /// [`privileged_executable`] of a lexed command line.
 pub(crate) fn privileged_executable_of(
-    line: &CommandLine,
+    reading: &Reading,
     path_var: &str,
     cwd: &Path,
 ) -> Option<PathBuf> {
@@ -414,7 +410,7 @@ pub(crate) fn privileged_executable_of(
         "true", "false", "echo", "printf", "cd", "test", "[", "exit", "export", "set", "unset",
         "read", "wait", "shift", ":", ".",
     ];
-    for exe in executables(line)
+    for exe in executables(reading)
         .into_iter()
         .filter(|e| !BUILTINS.contains(&e.as_str()))
     {
@@ -503,7 +499,10 @@ mod tests {
             args("cat <<< /etc/passwd"),
             Vec::<(String, PathAccess)>::new()
         );
-        assert_eq!(executables(&CommandLine::lex(cmd)), ["cat", "wc"]);
+        assert_eq!(
+            executables(&Reading::of(CommandLine::lex(cmd))),
+            ["cat", "wc"]
+        );
     }
 
     #[test]

@@ -226,6 +226,34 @@ fn invoked_by_own_path(words: &[String], exe: &str) -> bool {
         })
 }
 
+/// A command line and the programs it hands on, read once for every gate
+/// (the set-id, path and policy gates of one command read the same).
+pub(crate) struct Reading {
+    pub line: CommandLine,
+    /// What [`programs`] found the line hands on.
+    pub programs: Vec<CommandLine>,
+    /// Whether every program handed on was read.
+    pub complete: bool,
+}
+
+impl Reading {
+    pub(crate) fn of(line: CommandLine) -> Self {
+        let (programs, complete) = programs(&line);
+        Self {
+            line,
+            programs,
+            complete,
+        }
+    }
+
+    /// Every simple command: the line's, then its programs'.
+    pub(crate) fn commands(&self) -> impl Iterator<Item = &SimpleCommand> {
+        std::iter::once(&self.line)
+            .chain(&self.programs)
+            .flat_map(|l| &l.commands)
+    }
+}
+
 /// Every program a command line hands on to be run, read as command lines
 /// of their own, nested to a depth of 8: here-documents and here-strings
 /// that [`feeds_program`] (all of them when the line leaves one open), and
@@ -233,7 +261,7 @@ fn invoked_by_own_path(words: &[String], exe: &str) -> bool {
 /// is read once, and at most 256 of them, 1 MiB in all; `false` when more
 /// was handed on than that (the gates then refuse the line rather than
 /// pass what they did not read).
-pub(crate) fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
+fn programs(line: &CommandLine) -> (Vec<CommandLine>, bool) {
     const DEPTH: usize = 8;
     const MOST: usize = 256;
     const BYTES: usize = 1 << 20;
@@ -524,12 +552,13 @@ pub(crate) fn executable(words: &[String]) -> Option<(String, &[String])> {
 /// The first gate `cmd` (with caller `env`) would need, checked in a fixed
 /// order, whatever the mode; [`Gates`] decides which are open.
 pub fn classify(cmd: &str, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
-    classify_line(&CommandLine::lex(cmd), caller_env)
+    classify_line(&Reading::of(CommandLine::lex(cmd)), caller_env)
 }
 
 /// [`classify`] of a lexed command line: every gate reads the same words
 /// (crate::shell).
-pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
+pub(crate) fn classify_line(reading: &Reading, caller_env: &[(&str, &str)]) -> Vec<Refusal> {
+    let line = &reading.line;
     let mut found = Vec::new();
     let mut add = |permission, evidence: String, inline: Option<(String, String)>| {
         if !found.iter().any(|r: &Refusal| r.permission == permission) {
@@ -556,7 +585,7 @@ pub(crate) fn classify_line(line: &CommandLine, caller_env: &[(&str, &str)]) -> 
         .all(|(exe, _)| LITERAL_TOOLS.contains(&exe.as_str()));
     // Programs the line hands to a shell or an interpreter: here-documents,
     // `sh -c` strings, `eval`, `trap`, `env -S`, `find -exec`, nested.
-    let (fed_scripts, complete) = programs(line);
+    let (fed_scripts, complete) = (&reading.programs, reading.complete);
     // What could not be read is refused, in every mode (the destructive
     // gate is closed in trusted mode too): a line past the lexer's depth,
     // a `${...}` shells close in different places, more programs handed

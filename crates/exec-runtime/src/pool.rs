@@ -16,7 +16,7 @@ use crate::buffer::{RetainedStream, Slice};
 use crate::env::{EnvInherit, EnvPolicy, EnvSpec, build_env};
 use crate::namespace::{self, SandboxConfig, TierChoice};
 use crate::paths::{Reach, path_arguments_of, privileged_executable_of};
-use crate::policy::{GateState, Gates, Permission, Refusal, classify_line};
+use crate::policy::{GateState, Gates, Permission, Reading, Refusal, classify_line};
 use crate::roots::{Toolchains, discover};
 use crate::runtime_dirs::RuntimeDirError;
 use crate::runtime_dirs::{RetentionBudget, RuntimeDirs};
@@ -1248,9 +1248,11 @@ impl ExecRuntime {
                 c.piped = true;
             }
         }
+        // And the programs it hands on, read once for the three gates.
+        let reading = Reading::of(line);
         if gates.privileged_executable == GateState::Blocked
             && let Some(p) = privileged_executable_of(
-                &line,
+                &reading,
                 env.get("PATH").map(String::as_str).unwrap_or_default(),
                 &cwd,
             )
@@ -1271,7 +1273,7 @@ impl ExecRuntime {
                 home: &home,
                 read_roots: &self.inner.toolchains.read_roots,
             };
-            if let Some(a) = path_arguments_of(&line)
+            if let Some(a) = path_arguments_of(&reading)
                 .into_iter()
                 .find(|a| !reach.allows(a))
             {
@@ -1283,7 +1285,7 @@ impl ExecRuntime {
                 }));
             }
         }
-        if let Some(r) = classify_line(&line, &env_pairs)
+        if let Some(r) = classify_line(&reading, &env_pairs)
             .into_iter()
             .find(|r| !gates.allows(r.permission))
         {

@@ -410,8 +410,8 @@ impl Lexer<'_> {
                     return;
                 }
                 Some('\\') => {
+                    // (A backslash-newline was skipped above.)
                     match self.chars.get(self.i + 1).copied() {
-                        Some('\n') => {}
                         Some(n @ ('$' | '`' | '"' | '\\')) => self.word.push(n),
                         Some(n) => {
                             self.word.push('\\');
@@ -437,7 +437,7 @@ impl Lexer<'_> {
     /// After `$'`: to the closing `'`, backslash escapes taken as written.
     fn ansi_c_quoted(&mut self) {
         loop {
-            match self.peek(0) {
+            match self.chars.get(self.i).copied() {
                 None => {
                     self.line.open = true;
                     return;
@@ -446,7 +446,7 @@ impl Lexer<'_> {
                     self.i += 1;
                     return;
                 }
-                Some('\\') if self.peek(1).is_some() => {
+                Some('\\') if self.i + 1 < self.chars.len() => {
                     self.word.push(self.chars[self.i + 1]);
                     self.i += 2;
                 }

@@ -137,7 +137,7 @@ fn parse_value(bytes: &[u8], depth: usize) -> serde_json::Result<Value> {
     // for MAX_DEPTH levels in any build, rather than every thread's.
     match std::thread::Builder::new()
         .name("deep-json".into())
-        .stack_size(64 << 20)
+        .stack_size(16 << 20)
         .spawn(deep)
     {
         Ok(t) => t.join().unwrap_or_else(|_| {
