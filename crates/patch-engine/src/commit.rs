@@ -27,6 +27,8 @@ use crate::parse::{Op, parse};
 use crate::plan::{HunkReport, PlanError, apply_chunks, apply_chunks_until};
 use crate::recent::{MAX_REMEMBERED_BYTES, Recent, Written};
 
+pub(crate) mod changes;
+
 /// Prefix of temp and backup files (so a restart can recognise leftovers).
 pub const TEMP_PREFIX: &str = ".ctm-patch-";
 /// Default cap on the size of a file a patch reads (32 MiB).
@@ -483,6 +485,28 @@ impl PatchEngine {
                 applied: false,
             });
         }
+        if let Err(error) = self.commit_staged(staged, &mut recent, opts) {
+            return Err(PatchFailure {
+                error,
+                planned: files,
+                unplanned: Vec::new(),
+            });
+        }
+        Ok(PatchReport {
+            files,
+            dry_run: false,
+            applied: true,
+        })
+    }
+
+    /// Commits what `staged` changes (all files or none) and remembers each
+    /// write in `recent`.
+    fn commit_staged(
+        &self,
+        staged: BTreeMap<PathBuf, Staged>,
+        recent: &mut Recent,
+        opts: &ApplyOptions,
+    ) -> Result<(), PatchError> {
         if let Some(hook) = &opts.faults().before_commit {
             hook();
         }
@@ -496,14 +520,7 @@ impl PatchEngine {
                 _ => true,
             })
             .collect();
-        if let Err(error) = Commit::new(&self.ws, opts.faults(), self.protect_git_dir).run(&changed)
-        {
-            return Err(PatchFailure {
-                error,
-                planned: files,
-                unplanned: Vec::new(),
-            });
-        }
+        Commit::new(&self.ws, opts.faults(), self.protect_git_dir).run(&changed)?;
         for s in changed {
             let before = match (&s.baseline, s.original) {
                 (Baseline::Absent, _) => Some(None),
@@ -522,11 +539,7 @@ impl PatchEngine {
                 before.map(|before| Written { before, after }),
             );
         }
-        Ok(PatchReport {
-            files,
-            dry_run: false,
-            applied: true,
-        })
+        Ok(())
     }
 
     /// Adds up, from their metadata and in patch order, the sizes of the

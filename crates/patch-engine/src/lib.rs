@@ -35,18 +35,30 @@
 mod commit;
 mod error;
 mod gitdir;
+mod idempotency;
 mod leftovers;
+mod lines;
 mod parse;
 mod plan;
 mod recent;
 
 #[cfg(feature = "fault-injection")]
 pub use commit::Faults;
+pub use commit::changes::{
+    Action, Change, ChangeOperation, ChangedFile, ChangesError, ChangesReport,
+};
 pub use commit::{
     ApplyOptions, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PATCH_BYTES, FileChange, Operation,
     PatchEngine, PatchFailure, PatchReport, TEMP_PREFIX, Unplanned,
 };
 pub use error::{PatchError, StopReason};
+pub use idempotency::{
+    Claim, DEFAULT_IDEMPOTENCY_RECORDS, IdempotencyStore, MAX_IDEMPOTENCY_KEY_CHARS, Ticket,
+};
 pub use leftovers::{Leftovers, clean_leftovers};
+pub use lines::{
+    ChangedRange, EditOp, EditShapeError, LineEdit, MAX_CHANGES, MAX_EDITS, REVISION_ALGORITHM,
+    Requested, apply_line_edits, content_lines, diff_ranges, revision, total_lines,
+};
 pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
 pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks, apply_chunks_until};

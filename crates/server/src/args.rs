@@ -125,6 +125,33 @@ fn check(p: &Param, v: &Value) -> Result<Value, ToolError> {
             Value::Object(_) => Ok(v.clone()),
             _ => Err(wrong("an object")),
         },
+        Kind::Key => {
+            let Value::String(s) = v else {
+                return Err(wrong("a string"));
+            };
+            let n = s.chars().count();
+            let max = ctm_patch_engine::MAX_IDEMPOTENCY_KEY_CHARS;
+            if n == 0 || n > max {
+                return Err(invalid(
+                    format!("{} must be 1 to {max} characters, not {n}", p.name),
+                    json!({ "reason": "out_of_range", "argument": p.name, "min_length": 1, "max_length": max }),
+                ));
+            }
+            Ok(v.clone())
+        }
+        Kind::Changes => match v {
+            Value::Array(items) if items.len() > ctm_patch_engine::MAX_CHANGES => Err(invalid(
+                format!(
+                    "{} holds {} entries, more than {}",
+                    p.name,
+                    items.len(),
+                    ctm_patch_engine::MAX_CHANGES
+                ),
+                json!({ "reason": "too_many", "argument": p.name, "max_changes": ctm_patch_engine::MAX_CHANGES, "received": items.len() }),
+            )),
+            Value::Array(_) => Ok(v.clone()),
+            _ => Err(wrong("an array of changes")),
+        },
     }
 }
 
@@ -329,6 +356,15 @@ impl FromArg for Vec<String> {
     }
 }
 
+/// An array of objects (`changes`), as given.
+impl FromArg for Vec<Value> {
+    const MAY_BE_ABSENT: bool = true;
+
+    fn from_arg(value: Option<&Value>, _: &Kind) -> Self {
+        value.and_then(Value::as_array).cloned().unwrap_or_default()
+    }
+}
+
 /// An object argument (`env`, `arguments`), in the order given.
 impl FromArg for Map<String, Value> {
     const MAY_BE_ABSENT: bool = true;
@@ -466,7 +502,10 @@ mod tests {
     use crate::catalog::find;
 
     fn read_file(args: Value) -> Result<Map<String, Value>, ToolError> {
-        validate(find("read_file", true).unwrap(), Some(&args))
+        validate(
+            find("read_file", crate::catalog::Served::ALL_V03).unwrap(),
+            Some(&args),
+        )
     }
 
     fn parse(text: &str) -> Value {
@@ -566,17 +605,17 @@ mod tests {
     fn optional_null_is_absent_and_non_objects_refused() {
         let out = read_file(parse(r#"{"path":"a","end_line":null}"#)).unwrap();
         assert!(!out.contains_key("end_line"));
-        let spec = find("server_info", true).unwrap();
+        let spec = find("server_info", crate::catalog::Served::ALL_V03).unwrap();
         assert!(validate(spec, None).unwrap().is_empty());
         assert!(validate(spec, Some(&json!([]))).is_err());
     }
 
     #[test]
     fn typed_collections() {
-        let spec = find("exec_command", true).unwrap();
+        let spec = find("exec_command", crate::catalog::Served::ALL_V03).unwrap();
         assert!(validate(spec, Some(&json!({"cmd":"x","env":{"A":"1"}}))).is_ok());
         assert!(validate(spec, Some(&json!({"cmd":"x","env":{"A":1}}))).is_err());
-        let spec = find("list_files", true).unwrap();
+        let spec = find("list_files", crate::catalog::Served::ALL_V03).unwrap();
         assert!(validate(spec, Some(&json!({"patterns":["*.rs"]}))).is_ok());
         assert!(validate(spec, Some(&json!({"patterns":"*.rs"}))).is_err());
     }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{ToolArgs, choice_enum, tool_args};
 use crate::output::Shape;
-use crate::tools::{exec, files, git, patch, request_permissions, server_info};
+use crate::tools::{changes, exec, files, git, patch, request_permissions, server_info};
 
 choice_enum! {
     /// The order of `list_dir` entries.
@@ -69,6 +69,11 @@ pub enum Kind {
     StrMap,
     /// Any object.
     Object,
+    /// An idempotency key: a string of 1 to 128 characters.
+    Key,
+    /// `apply_changes`' array of changes: its schema is [`changes_schema`];
+    /// the adapter reads each entry and refuses what it cannot take.
+    Changes,
 }
 
 /// One input property.
@@ -99,6 +104,7 @@ pub enum Tool {
     ListFiles,
     SearchText,
     ApplyPatch,
+    ApplyChanges,
     ExecCommand,
     WriteStdin,
     KillCommand,
@@ -132,6 +138,7 @@ impl Tool {
             | Tool::ListFiles
             | Tool::SearchText
             | Tool::ApplyPatch
+            | Tool::ApplyChanges
             | Tool::ExecCommand
             | Tool::WriteStdin
             | Tool::ReadOutput => AlwaysLoad,
@@ -215,7 +222,7 @@ impl Kind {
             Kind::Str { default, .. } => default.is_some(),
             Kind::Int { default, .. } => default.is_some(),
             Kind::Bool { default } => default.is_some(),
-            Kind::StrList | Kind::StrMap | Kind::Object => false,
+            Kind::StrList | Kind::StrMap | Kind::Object | Kind::Key | Kind::Changes => false,
         }
     }
 }
@@ -405,6 +412,23 @@ tool_args! {
         dry_run: bool = opt(boolean(false)),
     }
 }
+
+tool_args! {
+    /// The arguments of `apply_changes` (catalog 0.5).
+    pub struct ApplyChangesArgs {
+        changes: Vec<Value> = req(Kind::Changes),
+        dry_run: bool = opt(boolean(false)),
+        idempotency_key: Option<String> = opt(Kind::Key),
+    }
+}
+
+/// `apply_patch`'s properties in catalog 0.5: an idempotency key too (read
+/// from the validated map; [`ApplyPatchArgs`] stays the contract's).
+const APPLY_PATCH_05_PARAMS: &[Param] = &[
+    ApplyPatchArgs::PARAMS[0],
+    ApplyPatchArgs::PARAMS[1],
+    opt(Kind::Key).named("idempotency_key"),
+];
 
 tool_args! {
     /// The arguments of `exec_command`.
@@ -729,19 +753,181 @@ pub const TOOLS: &[ToolSpec] = &[
     },
 ];
 
-/// The only installation gate: `CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0` removes `view_image`.
-pub const OPTIONAL_TOOL: &str = "view_image";
+/// `apply_patch` in catalog 0.5: the contract's, with `idempotency_key`.
+static APPLY_PATCH_05: ToolSpec = ToolSpec {
+    params: APPLY_PATCH_05_PARAMS,
+    ..TOOLS[6]
+};
+
+/// `server_info` in catalog 0.5: no input property (the full report of
+/// `detail` is catalog 0.3's extension).
+static SERVER_INFO_05: ToolSpec = ToolSpec {
+    params: &[],
+    ..TOOLS[0]
+};
+
+/// `check_exec_environment` in catalog 0.5, likewise.
+static CHECK_EXEC_05: ToolSpec = ToolSpec {
+    params: &[],
+    ..TOOLS[1]
+};
+
+const EXEC_PARAMS: &[Param] = ExecCommandArgs::PARAMS;
+
+/// `exec_command` in catalog 0.5: a command's lifetime is 300 s unless
+/// `timeout_ms` says otherwise.
+static EXEC_COMMAND_05: ToolSpec = ToolSpec {
+    params: &[
+        EXEC_PARAMS[0],
+        EXEC_PARAMS[1],
+        EXEC_PARAMS[2],
+        opt(int(1, Some(600_000), Some(300_000))).named("timeout_ms"),
+        EXEC_PARAMS[4],
+        EXEC_PARAMS[5],
+        EXEC_PARAMS[6],
+        EXEC_PARAMS[7],
+        EXEC_PARAMS[8],
+        EXEC_PARAMS[9],
+        EXEC_PARAMS[10],
+    ],
+    ..TOOLS[7]
+};
+
+/// The default a served tool declares for an integer property.
+pub fn int_default(spec: &ToolSpec, name: &str) -> Option<u64> {
+    spec.params
+        .iter()
+        .find(|p| p.name == name)
+        .and_then(|p| match p.kind {
+            Kind::Int { default, .. } => default,
+            _ => None,
+        })
+}
+
+/// `apply_changes` (catalog 0.5 only).
+static APPLY_CHANGES: ToolSpec = ToolSpec {
+    tool: Tool::ApplyChanges,
+    name: "apply_changes",
+    title: "Apply changes",
+    description: "Change files by line number, all or none: create, write (whole file), edit (replace, delete, insert_after, insert_before lines numbered as read_file numbered them), delete, move, copy. A change to an existing file carries the revision read_file reported; a stale one is refused. Example: {\"changes\":[{\"action\":\"edit\",\"path\":\"app.py\",\"revision\":\"<read_file revision>\",\"edits\":[{\"op\":\"replace\",\"start_line\":3,\"content\":\"    return 2\"}]}]}",
+    annotations: Annotations {
+        read_only: false,
+        destructive: true,
+        idempotent: false,
+        open_world: false,
+    },
+    params: ApplyChangesArgs::PARAMS,
+    output: Some(<changes::ApplyChangesResult as Shape>::shape),
+};
+
+/// The input schema of `apply_changes`' `changes`.
+pub fn changes_schema() -> Value {
+    let int = |min: u64| json!({"type": "integer", "minimum": min});
+    json!({
+        "type": "array",
+        "maxItems": ctm_patch_engine::MAX_CHANGES,
+        "items": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["create", "write", "edit", "delete", "move", "copy"]},
+                "path": {"type": "string", "minLength": 1},
+                "revision": {"type": "string", "minLength": 1},
+                "content": {"type": "string"},
+                "destination": {"type": "string", "minLength": 1},
+                "edits": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": ctm_patch_engine::MAX_EDITS,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "op": {"type": "string", "enum": ["replace", "delete", "insert_after", "insert_before"]},
+                            "start_line": int(1),
+                            "end_line": int(1),
+                            "line": int(0),
+                            "content": {"type": "string"},
+                        },
+                        "required": ["op"],
+                        "additionalProperties": false,
+                    },
+                },
+            },
+            "required": ["action", "path"],
+            "additionalProperties": false,
+        },
+    })
+}
+
+/// Which catalog the server serves (`--catalog`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CatalogVersion {
+    /// The v0.3 contract's: 18 tools, `apply_patch` the only mutator.
+    #[default]
+    V03,
+    /// The reference 0.5.0's: `apply_changes`, revisions, idempotency
+    /// keys; `request_permissions` only in dangerous mode.
+    V05,
+}
+
+impl CatalogVersion {
+    /// The name `--catalog` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V03 => "0.3",
+            Self::V05 => "0.5",
+        }
+    }
+}
+
+/// What decides the tools a server serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// `view_image` is on.
+    pub view_image: bool,
+    /// The catalog.
+    pub version: CatalogVersion,
+    /// Dangerous mode (catalog 0.5 serves `request_permissions` only then).
+    pub dangerous: bool,
+}
+
+impl Served {
+    /// The v0.3 catalog with every tool.
+    pub const ALL_V03: Served = Served {
+        view_image: true,
+        version: CatalogVersion::V03,
+        dangerous: false,
+    };
+}
+
+/// The tools a server with `served` serves, in catalog order.
+pub fn served_tools(served: Served) -> impl Iterator<Item = &'static ToolSpec> {
+    let v05 = served.version == CatalogVersion::V05;
+    TOOLS.iter().flat_map(move |t| {
+        let own: Option<&'static ToolSpec> = match t.tool {
+            Tool::ViewImage if !served.view_image => None,
+            Tool::RequestPermissions if v05 && !served.dangerous => None,
+            Tool::ApplyPatch if v05 => Some(&APPLY_PATCH_05),
+            Tool::ServerInfo if v05 => Some(&SERVER_INFO_05),
+            Tool::CheckExecEnvironment if v05 => Some(&CHECK_EXEC_05),
+            Tool::ExecCommand if v05 => Some(&EXEC_COMMAND_05),
+            _ => Some(t),
+        };
+        let after = (v05 && t.tool == Tool::ApplyPatch).then_some(&APPLY_CHANGES);
+        own.into_iter().chain(after)
+    })
+}
 
 /// The tools this deployment serves.
 pub fn enabled_tools(view_image: bool) -> impl Iterator<Item = &'static ToolSpec> {
-    TOOLS
-        .iter()
-        .filter(move |t| view_image || t.name != OPTIONAL_TOOL)
+    served_tools(Served {
+        view_image,
+        ..Served::ALL_V03
+    })
 }
 
 /// Looks a served tool up by name.
-pub fn find(name: &str, view_image: bool) -> Option<&'static ToolSpec> {
-    enabled_tools(view_image).find(|t| t.name == name)
+pub fn find(name: &str, served: Served) -> Option<&'static ToolSpec> {
+    served_tools(served).find(|t| t.name == name)
 }
 
 impl Annotations {
@@ -767,7 +953,7 @@ impl Annotations {
 }
 
 impl Param {
-    fn schema(&self) -> Value {
+    fn schema(&self, stated: bool) -> Value {
         let mut s = Map::new();
         match self.kind {
             Kind::Str {
@@ -782,8 +968,9 @@ impl Param {
                 if !choices.is_empty() {
                     s.insert("enum".into(), json!(choices));
                 }
-                // An empty string is what an absent one means: not stated.
-                if let Some(d) = default.filter(|d| !d.is_empty()) {
+                // An empty string is what an absent one means: not stated
+                // (but for catalog 0.5, which states every default).
+                if let Some(d) = default.filter(|d| stated || !d.is_empty()) {
                     s.insert("default".into(), json!(d));
                 }
             }
@@ -799,9 +986,10 @@ impl Param {
             }
             Kind::Bool { default } => {
                 s.insert("type".into(), json!("boolean"));
-                // A flag is off unless given: only `true` is stated.
-                if default == Some(true) {
-                    s.insert("default".into(), json!(true));
+                // A flag is off unless given: only `true` is stated (catalog
+                // 0.5 states `false` too).
+                if let Some(d) = default.filter(|d| *d || stated) {
+                    s.insert("default".into(), json!(d));
                 }
             }
             Kind::StrList => {
@@ -811,23 +999,37 @@ impl Param {
             Kind::StrMap => {
                 s.insert("type".into(), json!("object"));
                 s.insert("additionalProperties".into(), json!({"type": "string"}));
+                if stated {
+                    s.insert("default".into(), json!({}));
+                }
             }
             Kind::Object => {
                 s.insert("type".into(), json!("object"));
                 s.insert("additionalProperties".into(), json!(true));
             }
+            Kind::Key => {
+                s.insert("type".into(), json!("string"));
+                s.insert("minLength".into(), json!(1));
+                s.insert(
+                    "maxLength".into(),
+                    json!(ctm_patch_engine::MAX_IDEMPOTENCY_KEY_CHARS),
+                );
+            }
+            Kind::Changes => return changes_schema(),
         }
         Value::Object(s)
     }
 }
 
 impl ToolSpec {
-    /// The tool's `inputSchema`.
-    pub fn input_schema(&self) -> Value {
+    /// The tool's `inputSchema` with every default and an empty `required`
+    /// stated, as catalog 0.5 serves it (`stated`), or without what an
+    /// absent property means anyway.
+    pub fn input_schema_as(&self, stated: bool) -> Value {
         let props: Map<String, Value> = self
             .params
             .iter()
-            .map(|p| (p.name.to_owned(), p.schema()))
+            .map(|p| (p.name.to_owned(), p.schema(stated)))
             .collect();
         let required: Vec<&str> = self
             .params
@@ -839,7 +1041,7 @@ impl ToolSpec {
         m.insert("type".into(), "object".into());
         m.insert("properties".into(), Value::Object(props));
         // No required property: no `required` (the same schema, shorter).
-        if !required.is_empty() {
+        if stated || !required.is_empty() {
             m.insert("required".into(), required.into());
         }
         m.insert("additionalProperties".into(), false.into());
@@ -847,7 +1049,7 @@ impl ToolSpec {
     }
 
     /// The tool as `tools/list` shows it.
-    pub fn listing(self, fake_read_only: bool) -> Value {
+    pub fn listing(self, fake_read_only: bool, version: CatalogVersion) -> Value {
         let ann = if fake_read_only {
             self.annotations.faked_read_only()
         } else {
@@ -857,7 +1059,10 @@ impl ToolSpec {
             ("name", self.name.into()),
             ("title", self.title.into()),
             ("description", self.description.into()),
-            ("inputSchema", self.input_schema()),
+            (
+                "inputSchema",
+                self.input_schema_as(version == CatalogVersion::V05),
+            ),
             (
                 "outputSchema",
                 crate::output::tool_schema(self.output.map(|f| f())),
@@ -1091,6 +1296,56 @@ mod tests {
                 t.name
             );
         }
+    }
+
+    #[test]
+    fn catalog_05_swaps_the_right_tools() {
+        let all = |version, dangerous| {
+            served_tools(Served {
+                view_image: true,
+                version,
+                dangerous,
+            })
+            .map(|t| (t.tool, t.name))
+            .collect::<Vec<_>>()
+        };
+        let v03 = all(CatalogVersion::V03, false);
+        assert_eq!(v03.len(), 18);
+        assert_eq!(all(CatalogVersion::V03, true), v03);
+        let safe = all(CatalogVersion::V05, false);
+        let dangerous = all(CatalogVersion::V05, true);
+        assert_eq!((safe.len(), dangerous.len()), (18, 19));
+        assert!(!safe.iter().any(|(t, _)| *t == Tool::RequestPermissions));
+        // Each spec made from a contract row keeps that row's tool and name.
+        for t in served_tools(Served {
+            view_image: true,
+            version: CatalogVersion::V05,
+            dangerous: true,
+        }) {
+            let row = TOOLS.iter().find(|r| r.name == t.name);
+            assert!(row.is_none_or(|r| r.tool == t.tool), "{}", t.name);
+        }
+        let names: Vec<&str> = dangerous.iter().map(|(_, n)| *n).collect();
+        let at = names.iter().position(|n| *n == "apply_patch").unwrap();
+        assert_eq!(names[at + 1], "apply_changes");
+        assert_eq!(
+            int_default(
+                find(
+                    "exec_command",
+                    Served {
+                        version: CatalogVersion::V05,
+                        ..Served::ALL_V03
+                    }
+                )
+                .unwrap(),
+                "timeout_ms"
+            ),
+            Some(300_000)
+        );
+        assert_eq!(
+            int_default(find("exec_command", Served::ALL_V03).unwrap(), "timeout_ms"),
+            Some(30_000)
+        );
     }
 
     #[test]

@@ -159,6 +159,11 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_OTHER_USERS", value_parser = truthy_parser())]
     pub allow_other_users: bool,
 
+    /// The tool catalog: 0.3 (the v0.3 contract's 18 tools) or 0.5 (the
+    /// reference 0.5.0's: apply_changes, file revisions, idempotency keys)
+    #[arg(long, env = "CODING_TOOLS_MCP_CATALOG", value_name = "VERSION", default_value = "0.3", value_parser = ["0.3", "0.5"])]
+    pub catalog: String,
+
     /// Serve view_image (on by default; CODING_TOOLS_MCP_ENABLE_VIEW_IMAGE=0 removes it)
     #[arg(
         long,
@@ -330,6 +335,8 @@ pub struct Config {
     /// Loopback clients of other local accounts are served without a token.
     pub allow_other_users: bool,
     pub view_image: bool,
+    /// The catalog served.
+    pub catalog: crate::catalog::CatalogVersion,
     pub dangerously_skip_all_permissions: bool,
     pub fake_readonly_annotations: bool,
     pub max_wait_secs: u64,
@@ -579,6 +586,10 @@ impl Cli {
             allow_network: self.allow_network,
             allow_other_users: self.allow_other_users,
             view_image: self.enable_view_image,
+            catalog: match self.catalog.as_str() {
+                "0.5" => crate::catalog::CatalogVersion::V05,
+                _ => crate::catalog::CatalogVersion::V03,
+            },
             dangerously_skip_all_permissions: self.dangerously_skip_all_permissions,
             fake_readonly_annotations: self.dangerously_fake_readonly_annotations,
             max_wait_secs: self.max_wait_secs,

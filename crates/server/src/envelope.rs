@@ -92,6 +92,7 @@ error_codes! {
     CommandNotFound = ("COMMAND_NOT_FOUND", NotFound, false),
     ElicitationUnsupported = ("ELICITATION_UNSUPPORTED", Permission, false),
     GitError = ("GIT_ERROR", Runtime, false),
+    IdempotencyKeyReused = ("IDEMPOTENCY_KEY_REUSED", Validation, false),
     InternalError = ("INTERNAL_ERROR", Internal, false),
     InvalidArgument = ("INVALID_ARGUMENT", Validation, false),
     IsDirectory = ("IS_DIRECTORY", Validation, false),
@@ -106,6 +107,8 @@ error_codes! {
     PatchRollbackFailed = ("PATCH_ROLLBACK_FAILED", Internal, false),
     PathOutsideWorkspace = ("PATH_OUTSIDE_WORKSPACE", Security, false),
     PermissionRequired = ("PERMISSION_REQUIRED", Permission, false),
+    RevisionMismatch = ("REVISION_MISMATCH", Conflict, true),
+    RevisionRequired = ("REVISION_REQUIRED", Validation, true),
     RuntimeDirUnwritable = ("RUNTIME_DIR_UNWRITABLE", Runtime, false),
     SandboxUnavailable = ("SANDBOX_UNAVAILABLE", Runtime, false),
     SymlinkEscape = ("SYMLINK_ESCAPE", Security, false),
@@ -359,7 +362,17 @@ mod tests {
             "TTY_UNSUPPORTED",
             "UNSUPPORTED_ENCODING",
         ];
-        let ours: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        // And the edit layer's, served by catalog 0.5 only.
+        let edit_layer = [
+            "IDEMPOTENCY_KEY_REUSED",
+            "REVISION_MISMATCH",
+            "REVISION_REQUIRED",
+        ];
+        let ours: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .filter(|c| !edit_layer.contains(c))
+            .collect();
         assert_eq!(ours, contract);
     }
 

@@ -196,7 +196,9 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     let metrics = if config.metrics {
-        match metrics::Metrics::new(catalog::enabled_tools(config.view_image).map(|t| t.name)) {
+        match metrics::Metrics::new(
+            catalog::served_tools(server::served_by(&config)).map(|t| t.name),
+        ) {
             Ok(m) => Some(Arc::new(m)),
             Err(e) => {
                 eprintln!("coding-tools-mcp: error: cannot set up the metrics: {e}");
@@ -344,9 +346,13 @@ pub fn tool_names() -> impl Iterator<Item = &'static str> {
 /// success always carries); this is what `docs/tools.md` lists and what the
 /// black-box tests check every answer against. `None` for no such tool.
 pub fn result_schema(tool: &str) -> Option<serde_json::Value> {
-    catalog::enabled_tools(true)
-        .find(|t| t.name == tool)
-        .map(|t| output::full_schema(t.output.map(|f| f())))
+    catalog::served_tools(catalog::Served {
+        version: catalog::CatalogVersion::V05,
+        dangerous: true,
+        ..catalog::Served::ALL_V03
+    })
+    .find(|t| t.name == tool)
+    .map(|t| output::full_schema(t.output.map(|f| f())))
 }
 
 /// Validates the `arguments` of a `tools/call` of `tool` exactly as the server
@@ -361,7 +367,13 @@ pub fn validate_arguments(
     view_image: bool,
     arguments: Option<&serde_json::Value>,
 ) -> Option<Result<serde_json::Map<String, serde_json::Value>, serde_json::Value>> {
-    let spec = catalog::find(tool, view_image)?;
+    let spec = catalog::find(
+        tool,
+        catalog::Served {
+            view_image,
+            ..catalog::Served::ALL_V03
+        },
+    )?;
     Some(
         args::validate(spec, arguments)
             .map_err(|e| envelope::render(Err(e), envelope::RenderOptions::default())),

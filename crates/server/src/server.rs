@@ -27,6 +27,9 @@ pub struct Server {
     pub config: Config,
     pub workspace: Workspace,
     pub patch: Arc<PatchEngine>,
+    /// Recorded results of keyed mutations (catalog 0.5's
+    /// `idempotency_key`).
+    pub idempotency: Arc<ctm_patch_engine::IdempotencyStore<crate::envelope::ToolSuccess>>,
     pub runtime_dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     pub exec: ExecRuntime,
     /// The workspace's repository, opened on first use and shared after.
@@ -59,11 +62,11 @@ impl Server {
         let tools_listing = Arc::new(std::sync::OnceLock::new());
         {
             let cell = tools_listing.clone();
-            let (view_image, fake) = (config.view_image, config.fake_readonly_annotations);
+            let (served, fake) = (served_by(&config), config.fake_readonly_annotations);
             let _ = std::thread::Builder::new()
                 .name("ctm-tools-list".into())
                 .spawn(move || {
-                    cell.get_or_init(|| build_listing(view_image, fake));
+                    cell.get_or_init(|| build_listing(served, fake));
                 });
         }
         let mut limits = Limits::new(config.max_wait_secs);
@@ -137,6 +140,7 @@ impl Server {
             git: ctm_git_tools::RepoCache::new(workspace.clone()),
             workspace,
             patch,
+            idempotency: Arc::new(ctm_patch_engine::IdempotencyStore::default()),
             exec,
             runtime_dirs,
             limits,
@@ -155,7 +159,12 @@ impl Server {
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &'static ToolSpec> {
-        catalog::enabled_tools(self.config.view_image)
+        catalog::served_tools(self.served())
+    }
+
+    /// What decides the tools this server serves.
+    pub fn served(&self) -> catalog::Served {
+        served_by(&self.config)
     }
 
     /// The `instructions` of `initialize` and `server/discover`: the first
@@ -205,12 +214,9 @@ impl Server {
     }
 
     fn tools_list(&self) -> MethodOutcome {
-        let listing = self.tools_listing.get_or_init(|| {
-            build_listing(
-                self.config.view_image,
-                self.config.fake_readonly_annotations,
-            )
-        });
+        let listing = self
+            .tools_listing
+            .get_or_init(|| build_listing(self.served(), self.config.fake_readonly_annotations));
         Ok(listing.clone())
     }
 
@@ -234,7 +240,7 @@ impl Server {
                 "arguments_not_object",
             ));
         }
-        let Some(spec) = catalog::find(&name, self.config.view_image) else {
+        let Some(spec) = catalog::find(&name, self.served()) else {
             return Err(RpcError::new(
                 ErrorCode::InvalidParams,
                 format!("Unknown tool: {name}"),
@@ -487,10 +493,19 @@ impl Dispatcher for SharedServer {
     }
 }
 
+/// The tools a server with `config` serves.
+pub fn served_by(config: &crate::cli::Config) -> catalog::Served {
+    catalog::Served {
+        view_image: config.view_image,
+        version: config.catalog,
+        dangerous: config.permission_mode == crate::cli::PermissionMode::Dangerous,
+    }
+}
+
 /// The `tools/list` result of a server with these settings.
-fn build_listing(view_image: bool, fake_read_only: bool) -> Value {
-    let tools: Vec<Value> = catalog::enabled_tools(view_image)
-        .map(|t| t.listing(fake_read_only))
+fn build_listing(served: catalog::Served, fake_read_only: bool) -> Value {
+    let tools: Vec<Value> = catalog::served_tools(served)
+        .map(|t| t.listing(fake_read_only, served.version))
         .collect();
     let mut m = serde_json::Map::new();
     m.insert("tools".into(), Value::Array(tools));

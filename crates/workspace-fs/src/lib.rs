@@ -65,5 +65,5 @@ pub use list::{
     WalkWarning, list_dir, list_files,
 };
 pub use path::{Kind, Workspace, WorkspacePath};
-pub use read::{ReadOutcome, ReadRequest, TruncatedBy, read_file};
+pub use read::{MAX_REVISION_BYTES, ReadOutcome, ReadRequest, TruncatedBy, read_file};
 pub use search::{SearchOutcome, SearchRequest, TextMatch, search_text};

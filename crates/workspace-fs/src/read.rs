@@ -28,6 +28,9 @@ pub struct ReadRequest {
     pub max_lines: Option<u64>,
     /// Most content bytes.
     pub max_bytes: usize,
+    /// Also report the file's revision (the SHA-256 of all of its bytes,
+    /// which then are all read).
+    pub revision: bool,
 }
 
 impl Default for ReadRequest {
@@ -37,6 +40,7 @@ impl Default for ReadRequest {
             end_line: None,
             max_lines: None,
             max_bytes: 128 * 1024,
+            revision: false,
         }
     }
 }
@@ -84,6 +88,9 @@ pub struct ReadOutcome {
     /// Where to continue, when a budget cut the range short and lines of it
     /// remain.
     pub next_start_line: Option<u64>,
+    /// The lowercase hex SHA-256 of the whole file, when asked for and the
+    /// file is at most [`MAX_REVISION_BYTES`] and held still for a read.
+    pub revision: Option<String>,
 }
 
 /// How far past the served range lines are counted for `total_lines`: a
@@ -112,11 +119,94 @@ pub fn read_file(
         Kind::Directory => return Err(FsError::IsDirectory(shown)),
         Kind::Other => return Err(FsError::NotRegular(shown)),
     }
+    if !req.revision {
+        return read_open(ws, &file, shown, req);
+    }
+    // The revision names the bytes the content came from: the file is
+    // hashed through the same descriptor after the read, and the pair
+    // counts only when nothing wrote to it meanwhile (its change time, size
+    // and modification time are those before the read).
+    for _ in 0..MAX_REVISION_TRIES {
+        let before = Stamp::of(&file).map_err(|e| FsError::io(&shown, e))?;
+        let mut out = read_open(ws, &file, shown.clone(), req)?;
+        if out.total_bytes > MAX_REVISION_BYTES {
+            return Ok(out);
+        }
+        let digest = hash_all(&file).map_err(|e| FsError::io(&shown, e))?;
+        if Stamp::of(&file).map_err(|e| FsError::io(&shown, e))? == before {
+            out.revision = Some(digest);
+            return Ok(out);
+        }
+    }
+    read_open(ws, &file, shown, req)
+}
+
+/// Reads of a file being written that are retried for a revision before
+/// the read is answered without one.
+const MAX_REVISION_TRIES: usize = 3;
+
+/// Files larger than this get no revision (the edit tools refuse files
+/// over 32 MiB anyway; hashing more would make every read of a large file
+/// read all of it).
+pub const MAX_REVISION_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What changes whenever a file is written.
+#[derive(PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(file: &File) -> std::io::Result<Self> {
+        let m = file.metadata()?;
+        Ok(Self {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
+/// The lowercase hex SHA-256 of all of `file`'s bytes (read from offset 0,
+/// whatever its position).
+fn hash_all(file: &File) -> std::io::Result<String> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; READ_BUFFER];
+    let mut at = 0u64;
+    loop {
+        let n = match file.read_at(&mut buf, at) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        ctx.update(&buf[..n]);
+        at += n as u64;
+    }
+    let mut out = String::with_capacity(64);
+    for b in ctx.finish().as_ref() {
+        out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        out.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    Ok(out)
+}
+
+/// [`read_file`] of an opened regular file.
+fn read_open(
+    ws: &Workspace,
+    file: &File,
+    shown: String,
+    req: &ReadRequest,
+) -> Result<ReadOutcome, FsError> {
     let cache = ws.line_cache();
     // Positions are cached, and used, only for a file nobody has open for
     // writing: a writable shared mapping changes the content without
     // moving the file's times (issue 33, item 3).
-    let id = Identity::of(&file).filter(|_| nobody_writes(&file));
+    let id = Identity::of(file).filter(|_| nobody_writes(file));
     let mut reader = BufReader::with_capacity(READ_BUFFER, file);
     let io = |e: std::io::Error| FsError::io(&shown, e);
     {
@@ -326,6 +416,7 @@ fn outcome(
         truncated_by,
         first_line_exceeds_limit,
         next_start_line,
+        revision: None,
     }
 }
 
@@ -594,7 +685,7 @@ impl Counter {
     /// line is given back by seeking; then a read buffer at a time.
     fn take_whole_lines(
         &mut self,
-        r: &mut BufReader<File>,
+        r: &mut BufReader<&File>,
         out: &mut Vec<u8>,
         max: usize,
         lines: u64,
@@ -740,7 +831,23 @@ mod tests {
             end_line: end,
             max_lines,
             max_bytes,
+            revision: false,
         }
+    }
+
+    #[test]
+    fn a_revision_names_all_of_the_files_bytes() {
+        let (_t, ws, p) = setup(b"one\ntwo\nthree\n");
+        let mut r = req(2, Some(2), None, 1024);
+        assert_eq!(read_file(&ws, &p, &r).unwrap().revision, None);
+        r.revision = true;
+        let out = read_file(&ws, &p, &r).unwrap();
+        assert_eq!(out.content, "two\n");
+        // sha256 of "one\ntwo\nthree\n" (Python's hashlib agrees).
+        assert_eq!(
+            out.revision.as_deref(),
+            Some("b6285c57e8797db5d4c51c80d6f11938afda9b11c6a003549709189e9b4b92a2")
+        );
     }
 
     fn lines(n: u64) -> Vec<u8> {

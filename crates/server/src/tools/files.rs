@@ -54,6 +54,12 @@ tool_result! {
         truncated_by: Option<&'static str>,
         first_line_exceeds_limit: bool,
         next_start_line: Option<u64>,
+        /// Catalog 0.5: the SHA-256 of all of the file's bytes, the token
+        /// `apply_changes` takes.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        revision: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        revision_algorithm: Option<&'static str>,
         warnings: Vec<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_action: Option<NextCall>,
@@ -179,9 +185,17 @@ tool_result! {
     }
 }
 
-pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess, ToolError> {
+///
+/// With `revision` (catalog 0.5) the answer also names the revision of the
+/// whole file, in `revision` and on the text's first line.
+pub async fn read_file(
+    ws: &Workspace,
+    args: ReadFileArgs,
+    revision: bool,
+) -> Result<ToolSuccess, ToolError> {
     let path = args.path;
     let mut req = ReadRequest::default();
+    req.revision = revision;
     req.start_line = args.start_line;
     req.end_line = args.end_line;
     req.max_lines = args.max_lines;
@@ -286,11 +300,28 @@ pub async fn read_file(ws: &Workspace, args: ReadFileArgs) -> Result<ToolSuccess
         truncated_by: r.truncated_by.map(truncated_by),
         first_line_exceeds_limit: r.first_line_exceeds_limit,
         next_start_line: r.next_start_line,
+        revision: r.revision.clone(),
+        revision_algorithm: r
+            .revision
+            .as_ref()
+            .map(|_| ctm_patch_engine::REVISION_ALGORITHM),
         warnings,
         next_action,
         // Moved in below, after the rest is serialized: a page is not
         // copied a second time.
         content: String::new(),
+    };
+    // The revision leads the text: most hosts show the model only the text.
+    let text = match (revision, &r.revision) {
+        (false, _) => text,
+        (true, Some(rev)) => format!(
+            "[lines {}-{end_line} of {} revision={rev}]\n{text}",
+            r.start_line, r.total_lines
+        ),
+        (true, None) => format!(
+            "[no revision: the file is larger than {} bytes or kept changing while it was read; apply_changes cannot edit it]\n{text}",
+            ctm_workspace_fs::MAX_REVISION_BYTES
+        ),
     };
     let mut success = ToolSuccess::new(text, &result);
     // Replaces the empty value in place (the field order stays).

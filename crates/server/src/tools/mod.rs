@@ -1,5 +1,6 @@
 //! Tool adapters: decode arguments, call one capability, render one envelope.
 
+pub(crate) mod changes;
 mod decode_slots;
 pub(crate) mod exec;
 pub(crate) mod files;
@@ -35,13 +36,26 @@ pub async fn run(
     match spec.tool {
         Tool::ServerInfo => Ok(server_info::run(server, &typed(a))),
         Tool::RequestPermissions => request_permissions::run(server, &typed(a), a),
-        Tool::ReadFile => files::read_file(ws, typed(a)).await,
+        Tool::ReadFile => {
+            let revision = server.served().version == crate::catalog::CatalogVersion::V05;
+            files::read_file(ws, typed(a), revision).await
+        }
         Tool::ListDir => files::list_dir(ws, typed(a)).await,
         Tool::ListFiles => files::list_files(ws, typed(a)).await,
         Tool::SearchText => files::search_text(ws, typed(a)).await,
         Tool::ViewImage => files::view_image(ws, &server.image_decodes, typed(a), ctx).await,
-        Tool::ApplyPatch => patch::apply_patch(&server.patch, typed(a), ctx).await,
-        Tool::ExecCommand => exec::exec_command(server, &typed(a), ctx).await,
+        Tool::ApplyPatch => patch::apply_patch(server, typed(a), a, ctx).await,
+        Tool::ApplyChanges => changes::apply_changes(server, typed(a), a, ctx).await,
+        Tool::ExecCommand => {
+            let mut args: crate::catalog::ExecCommandArgs = typed(a);
+            // The served catalog's default lifetime (catalog 0.5: 300 s).
+            if !a.contains_key("timeout_ms")
+                && let Some(d) = crate::catalog::int_default(spec, "timeout_ms")
+            {
+                args.timeout_ms = d;
+            }
+            exec::exec_command(server, &args, ctx).await
+        }
         Tool::WriteStdin => exec::write_stdin(server, &typed(a), ctx).await,
         Tool::KillCommand => exec::kill_command(server, &typed(a), ctx).await,
         Tool::ReadOutput => exec::read_output(server, typed(a)).await,

@@ -1,11 +1,8 @@
 //! The `apply_patch` adapter.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use ctm_patch_engine::{
-    ApplyOptions, FileChange, Operation, PatchEngine, PatchFailure, PatchReport, Unplanned,
-};
+use ctm_patch_engine::{FileChange, Operation, PatchEngine, PatchFailure, PatchReport, Unplanned};
 use ctm_protocol_eras::RequestContext;
 use serde_json::{Value, json};
 
@@ -196,12 +193,7 @@ fn render(report: &PatchReport) -> ToolSuccess {
         .filter(|p| loaded_without_asking(p))
         .collect();
     if !flagged.is_empty() {
-        let w = format!(
-            "{} {} loaded or run by IDEs and agents without asking (commands may not write {} in safe mode): show this change to the user",
-            flagged.join(", "),
-            if flagged.len() == 1 { "is" } else { "are" },
-            if flagged.len() == 1 { "it" } else { "them" }
-        );
+        let w = loaded_warning(&flagged);
         text.push('\n');
         text.push_str(&w);
         warnings.push(w);
@@ -224,9 +216,19 @@ fn render(report: &PatchReport) -> ToolSuccess {
     ToolSuccess::new(text, &result)
 }
 
+/// The warning of a change to files IDEs and agents load without asking.
+pub(crate) fn loaded_warning(flagged: &[&str]) -> String {
+    format!(
+        "{} {} loaded or run by IDEs and agents without asking (commands may not write {} in safe mode): show this change to the user",
+        flagged.join(", "),
+        if flagged.len() == 1 { "is" } else { "are" },
+        if flagged.len() == 1 { "it" } else { "them" }
+    )
+}
+
 /// A workspace path inside one of the never-writable entries of safe mode
 /// (`.vscode/tasks.json`, `.mcp.json`, `.husky/pre-commit`, ...).
-fn loaded_without_asking(path: &str) -> bool {
+pub(crate) fn loaded_without_asking(path: &str) -> bool {
     let first = path
         .trim_start_matches("./")
         .split('/')
@@ -262,26 +264,25 @@ fn failure(f: PatchFailure, dry_run: bool) -> ToolError {
 
 /// Planning stops between files once the request is cancelled or its wait
 /// budget has passed (a patch of many large files can take minutes).
+///
+/// In catalog 0.5 an `idempotency_key` (in `raw`, the validated map)
+/// makes a retry replay the recorded answer.
 pub async fn apply_patch(
-    engine: &Arc<PatchEngine>,
+    server: &crate::server::Server,
     args: ApplyPatchArgs,
+    raw: &serde_json::Map<String, Value>,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
     let ApplyPatchArgs { patch, dry_run } = args;
-    let engine = engine.clone();
-    let cancel = ctx.cancel.clone();
-    let deadline = Instant::now() + Duration::from_secs(ctx.wait_budget.effective_secs.max(1));
-    let report = tokio::task::spawn_blocking(move || {
-        engine.apply_detailed(
-            &patch,
-            &ApplyOptions::default()
-                .with_dry_run(dry_run)
-                .with_deadline(deadline)
-                .with_cancelled(move || cancel.is_cancelled()),
-        )
+    let engine: Arc<PatchEngine> = server.patch.clone();
+    let opts = super::changes::apply_options(ctx, dry_run);
+    let key = raw.get("idempotency_key").and_then(Value::as_str);
+    super::changes::keyed(server, "apply_patch", key, raw, dry_run, ctx, async move {
+        let report = tokio::task::spawn_blocking(move || engine.apply_detailed(&patch, &opts))
+            .await
+            .map_err(|e| join_error(&e))?
+            .map_err(|f| failure(f, dry_run))?;
+        Ok(render(&report))
     })
     .await
-    .map_err(|e| join_error(&e))?
-    .map_err(|f| failure(f, dry_run))?;
-    Ok(render(&report))
 }

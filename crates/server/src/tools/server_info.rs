@@ -279,6 +279,9 @@ tool_result! {
         endpoint_path: &'static str,
         tool_count: usize,
         tools: Vec<&'static str>,
+        /// `0.5` when the reference 0.5.0's catalog is served (`--catalog`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        catalog: Option<&'static str>,
         annotation_override: Option<AnnotationOverride>,
         auth_enabled: bool,
         dangerously_skip_all_permissions: bool,
@@ -367,6 +370,9 @@ pub fn run(server: &Server, args: &InfoArgs) -> ToolSuccess {
         endpoint_path: "/mcp",
         tool_count: tools.len(),
         tools,
+        catalog: Some(server.served().version)
+            .filter(|v| *v != crate::catalog::CatalogVersion::V03)
+            .map(crate::catalog::CatalogVersion::as_str),
         annotation_override: annotation_override_report(server),
         catalog_size: full.then_some(TOOLS.len()),
         annotations: full.then(|| {
