@@ -78,6 +78,11 @@ pub fn run(_args: &[String]) -> Result<()> {
             "NOTE: no bubblewrap sandbox on this host: the namespace tier's tests check nothing here"
         );
     }
+    // The edit layer's black-box tests send the same requests to the
+    // reference 0.5.0 (issue 34): it is installed, and then required.
+    tests
+        .env("CTM_REF05", reference_05_server()?)
+        .env("CTM_REQUIRE_REF05", "1");
     phase(
         "every unit and black-box test, the tidy test and the docs/tools.md drift check (several minutes)",
     );
@@ -353,11 +358,22 @@ pub fn python_venv() -> Result<PathBuf> {
 
 /// The reference implementation the budgets are ratios to.
 const REFERENCE: &str = "coding-tools-mcp==0.3.0";
+const REFERENCE_05: &str = "coding-tools-mcp==0.5.0";
 
 /// Creates `target/ref-venv` with the reference implementation from PyPI,
 /// once; returns its server command.
 pub fn reference_server() -> Result<PathBuf> {
     Ok(venv_with("ref-venv", REFERENCE, "the reference")?.join("bin/coding-tools-mcp"))
+}
+
+/// Creates `target/ref05-venv` with the reference's successor 0.5.0 from
+/// PyPI, once; returns its server command. Its usage reports are turned off
+/// by the tests that start it (`CODING_TOOLS_MCP_TELEMETRY=off`).
+pub fn reference_05_server() -> Result<PathBuf> {
+    Ok(
+        venv_with("ref05-venv", REFERENCE_05, "the reference's successor")?
+            .join("bin/coding-tools-mcp"),
+    )
 }
 
 /// Creates the venv `target/<name>` with `package` installed by pip from

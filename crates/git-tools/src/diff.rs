@@ -23,6 +23,9 @@ pub struct DiffOptions {
     pub context_lines: u32,
     /// Most bytes of patch text.
     pub max_bytes: usize,
+    /// The unstaged diff shows untracked files (not ignored ones) as added,
+    /// after the tracked changes.
+    pub include_untracked: bool,
 }
 
 impl Default for DiffOptions {
@@ -30,6 +33,7 @@ impl Default for DiffOptions {
         Self {
             context_lines: 3,
             max_bytes: 256 * 1024,
+            include_untracked: false,
         }
     }
 }
@@ -38,6 +42,12 @@ impl DiffOptions {
     /// Context lines per hunk.
     pub fn context_lines(mut self, lines: u32) -> Self {
         self.context_lines = lines;
+        self
+    }
+
+    /// Untracked files in the unstaged diff, as added.
+    pub fn include_untracked(mut self, include: bool) -> Self {
+        self.include_untracked = include;
         self
     }
 
@@ -545,24 +555,38 @@ impl GitRepo {
                 .cloned()
                 .collect::<Vec<_>>(),
         )?;
+        let untracked = if opts.include_untracked {
+            gix::status::UntrackedFiles::Files
+        } else {
+            gix::status::UntrackedFiles::None
+        };
         let iter = repo
             .status(gix::progress::Discard)
             .map_err(GitError::git)?
-            .untracked_files(gix::status::UntrackedFiles::None)
+            .untracked_files(untracked)
             .index_worktree_rewrites(None)
             .into_index_worktree_iter(specs)
             .map_err(GitError::git)?;
         let mut parts = Vec::new();
+        let mut added = Vec::new();
         for item in iter {
             let item = item.map_err(GitError::git)?;
-            let gix::status::index_worktree::Item::Modification {
-                entry,
-                rela_path,
-                status,
-                ..
-            } = item
-            else {
-                continue;
+            let (entry, rela_path, status) = match item {
+                gix::status::index_worktree::Item::Modification {
+                    entry,
+                    rela_path,
+                    status,
+                    ..
+                } => (entry, rela_path, status),
+                gix::status::index_worktree::Item::DirectoryContents { entry, .. }
+                    if entry.status == gix::dir::entry::Status::Untracked =>
+                {
+                    if let Some(path) = self.in_scope(&entry.rela_path, &filters) {
+                        added.push((path, entry.disk_kind));
+                    }
+                    continue;
+                }
+                _ => continue,
             };
             let Some(path) = self.in_scope(&rela_path, &filters) else {
                 continue;
@@ -611,7 +635,73 @@ impl GitRepo {
             parts.push(r);
         }
         parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        added.sort();
+        // Untracked files after the tracked changes, read through the
+        // workspace boundary; once the patch text passes `max_bytes` the
+        // rest are listed unread.
+        let mut size: usize = parts.iter().map(|p| p.0.len()).sum();
+        for (path, kind) in added {
+            if size > opts.max_bytes {
+                parts.push((
+                    String::new(),
+                    FileDiff {
+                        path,
+                        old_path: None,
+                        status: 'A',
+                        binary: false,
+                        added: 0,
+                        removed: 0,
+                        included: false,
+                    },
+                ));
+                continue;
+            }
+            let Some(new) = self.untracked_side(&path, kind)? else {
+                continue;
+            };
+            let r = render_file(&repo, None, Some(&new), opts.context_lines, None);
+            size += r.0.len();
+            parts.push(r);
+        }
         Ok(assemble(parts, opts.max_bytes))
+    }
+
+    /// An untracked regular file as the new side of an addition. `None`
+    /// for anything else (links are not read: the boundary opens files
+    /// without following them), or a file gone since the walk.
+    fn untracked_side(
+        &self,
+        path: &str,
+        kind: Option<gix::dir::entry::Kind>,
+    ) -> Result<Option<Side>, GitError> {
+        use gix::dir::entry::Kind;
+        let wp = self.ws.resolve_lexically(path)?;
+        let (data, mode) = match kind {
+            Some(Kind::File) => {
+                let Ok((mut f, _)) = self.ws.open_beneath(&wp) else {
+                    return Ok(None);
+                };
+                let mut data = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut data).map_err(GitError::git)?;
+                let meta = f.metadata().map_err(GitError::git)?;
+                use std::os::unix::fs::PermissionsExt;
+                let mode = if meta.permissions().mode() & 0o111 != 0 {
+                    0o100755
+                } else {
+                    0o100644
+                };
+                (data, mode)
+            }
+            _ => return Ok(None),
+        };
+        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &data)
+            .map_err(GitError::git)?;
+        Ok(Some(Side {
+            path: path.to_owned(),
+            data,
+            mode,
+            id,
+        }))
     }
 
     /// A commit's diff against its first parent (`git show --format=`).

@@ -793,6 +793,34 @@ static EXEC_COMMAND_05: ToolSpec = ToolSpec {
     ..TOOLS[7]
 };
 
+const GIT_DIFF_PARAMS: &[Param] = GitDiffArgs::PARAMS;
+
+/// `git_diff` in catalog 0.5: untracked files are shown as added unless
+/// `include_untracked` is false (read from the validated map).
+static GIT_DIFF_05: ToolSpec = ToolSpec {
+    params: &[
+        GIT_DIFF_PARAMS[0],
+        GIT_DIFF_PARAMS[1],
+        GIT_DIFF_PARAMS[2],
+        GIT_DIFF_PARAMS[3],
+        opt(boolean(true)).named("include_untracked"),
+        GIT_DIFF_PARAMS[4],
+        GIT_DIFF_PARAMS[5],
+    ],
+    ..TOOLS[12]
+};
+
+/// The default a served tool declares for a boolean property.
+pub fn bool_default(spec: &ToolSpec, name: &str) -> Option<bool> {
+    spec.params
+        .iter()
+        .find(|p| p.name == name)
+        .and_then(|p| match p.kind {
+            Kind::Bool { default } => default,
+            _ => None,
+        })
+}
+
 /// The default a served tool declares for an integer property.
 pub fn int_default(spec: &ToolSpec, name: &str) -> Option<u64> {
     spec.params
@@ -910,6 +938,7 @@ pub fn served_tools(served: Served) -> impl Iterator<Item = &'static ToolSpec> {
             Tool::ServerInfo if v05 => Some(&SERVER_INFO_05),
             Tool::CheckExecEnvironment if v05 => Some(&CHECK_EXEC_05),
             Tool::ExecCommand if v05 => Some(&EXEC_COMMAND_05),
+            Tool::GitDiff if v05 => Some(&GIT_DIFF_05),
             _ => Some(t),
         };
         let after = (v05 && t.tool == Tool::ApplyPatch).then_some(&APPLY_CHANGES);

@@ -277,6 +277,9 @@ tool_result! {
         output_bytes: usize,
         warnings: Vec<&'static str>,
         files: Vec<ChangedFile>,
+        /// Catalog 0.5: whether untracked files were shown.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        include_untracked: Option<bool>,
         diff: String,
     }
 }
@@ -301,11 +304,19 @@ fn omitted_hint(d: &DiffOutcome, tool: &str, call: impl Fn(&[String]) -> String)
     })
 }
 
-pub async fn git_diff(server: &Server, args: GitDiffArgs) -> Result<ToolSuccess, ToolError> {
+///
+/// `include_untracked` (catalog 0.5; `None` in the contract's catalog):
+/// untracked files join the unstaged diff as added.
+pub async fn git_diff(
+    server: &Server,
+    args: GitDiffArgs,
+    include_untracked: Option<bool>,
+) -> Result<ToolSuccess, ToolError> {
     let paths = paths_of(&args.paths, args.path.as_ref());
     let staged = args.staged;
     let unstaged = args.unstaged;
-    let opts = diff_options(args.context_lines, args.max_bytes);
+    let opts = diff_options(args.context_lines, args.max_bytes)
+        .include_untracked(include_untracked == Some(true));
     let changes = match (unstaged, staged) {
         (true, true) => Some(WorkingChanges::Both),
         (true, false) => Some(WorkingChanges::Unstaged),
@@ -364,6 +375,7 @@ pub async fn git_diff(server: &Server, args: GitDiffArgs) -> Result<ToolSuccess,
         output_bytes: t.output_bytes,
         warnings: t.warnings,
         files,
+        include_untracked,
         diff,
     };
     Ok(ToolSuccess::new(text.trim_end().to_owned(), &result))

@@ -61,7 +61,14 @@ pub async fn run(
         Tool::ReadOutput => exec::read_output(server, typed(a)).await,
         Tool::CheckExecEnvironment => Ok(exec::check_exec_environment(server, &typed(a))),
         Tool::GitStatus => git::git_status(server, typed(a)).await,
-        Tool::GitDiff => git::git_diff(server, typed(a)).await,
+        Tool::GitDiff => {
+            // Catalog 0.5's `include_untracked` (true unless given false).
+            let untracked = a
+                .get("include_untracked")
+                .and_then(Value::as_bool)
+                .or_else(|| crate::catalog::bool_default(spec, "include_untracked"));
+            git::git_diff(server, typed(a), untracked).await
+        }
         Tool::GitLog => git::git_log(server, typed(a)).await,
         Tool::GitShow => git::git_show(server, typed(a)).await,
         Tool::GitBlame => git::git_blame(server, typed(a)).await,

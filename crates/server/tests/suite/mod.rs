@@ -1,6 +1,7 @@
 mod abuse;
 mod cli;
 mod docs;
+mod edits;
 mod exec;
 mod files;
 mod git;

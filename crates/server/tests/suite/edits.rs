@@ -1,0 +1,726 @@
+//! The edit layer of `--catalog 0.5` (issue 34) through the real binary:
+//! revisions, `apply_changes`, idempotency keys, and the same requests side
+//! by side with the reference 0.5.0 when it is installed (`cargo xtask ci`
+//! installs it into `target/ref05-venv`; `CTM_REF05` names another).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Map, Value, json};
+
+use super::harness::*;
+
+/// The reference 0.5.0's server, when installed; `CTM_REQUIRE_REF05=1`
+/// (set by `cargo xtask ci`) makes its absence a failure.
+fn reference() -> Option<PathBuf> {
+    let path = std::env::var_os("CTM_REF05")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/ref05-venv/bin/coding-tools-mcp"));
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CTM_REQUIRE_REF05").is_none(),
+        "CTM_REQUIRE_REF05 is set but the reference 0.5.0 is not at {}",
+        path.display()
+    );
+    eprintln!(
+        "NOTE: the reference 0.5.0 is not installed at {} (cargo xtask ci installs it): the side-by-side half of this test checks nothing here",
+        path.display()
+    );
+    None
+}
+
+/// One server over stdio, initialized.
+struct Client {
+    server: StdioServer,
+    id: i64,
+}
+
+impl Client {
+    fn ours(ws: &Path, mode: &str) -> Self {
+        Self::start(command(ws, &["--catalog", "0.5", "--permission-mode", mode]).arg("--stdio"))
+    }
+
+    fn reference(bin: &Path, ws: &Path, mode: &str) -> Self {
+        let mut c = Command::new(bin);
+        c.args(["--stdio", "--permission-mode", mode, "--workspace"])
+            .arg(ws)
+            .current_dir(ws)
+            // It reports usage to a remote host unless told not to.
+            .env("CODING_TOOLS_MCP_TELEMETRY", "off")
+            .env("DO_NOT_TRACK", "1")
+            .stdin(Stdio::piped());
+        Self::start(&mut c)
+    }
+
+    fn start(cmd: &mut Command) -> Self {
+        let mut server = StdioServer::start_with(cmd);
+        server.send(&init_request(0, "2025-06-18"));
+        let _ = server.recv();
+        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        Self { server, id: 1 }
+    }
+
+    /// The whole JSON-RPC answer of a `tools/call`.
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        self.id += 1;
+        self.server.send(&call(self.id, tool, args));
+        self.server.recv()
+    }
+
+    fn tools(&mut self) -> Vec<Value> {
+        self.id += 1;
+        self.server
+            .send(&json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/list"}));
+        self.server.recv()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+/// `ok`, or the error code of a tool error or of a JSON-RPC refusal of the
+/// arguments (the reference refuses what its schema catches as -32602).
+fn outcome(answer: &Value) -> String {
+    if let Some(e) = answer.get("error") {
+        return e
+            .pointer("/data/code")
+            .and_then(Value::as_str)
+            .unwrap_or("RPC_ERROR")
+            .to_owned();
+    }
+    let r = &answer["result"];
+    if r["isError"] == true {
+        return r["structuredContent"]["error"]["code"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+    }
+    "ok".into()
+}
+
+fn sc(answer: &Value) -> &Value {
+    &answer["result"]["structuredContent"]
+}
+
+/// Replaces `"@rev:<path>"` with the revision last seen for the path.
+fn substitute(v: &Value, revs: &Map<String, Value>) -> Value {
+    match v {
+        Value::String(s) => match s.strip_prefix("@rev:") {
+            Some(p) => revs
+                .get(p)
+                .cloned()
+                .unwrap_or_else(|| panic!("no revision seen for {p}")),
+            None => v.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(|x| substitute(x, revs)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), substitute(x, revs)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+/// Learns the revisions an answer reports.
+fn learn(tool: &str, args: &Value, answer: &Value, revs: &mut Map<String, Value>) {
+    let s = sc(answer);
+    if tool == "read_file"
+        && let Some(r) = s.get("revision")
+    {
+        revs.insert(args["path"].as_str().unwrap().to_owned(), r.clone());
+    }
+    // A dry run's revisions are predictions: the file is not at them.
+    if s["dry_run"] == true {
+        return;
+    }
+    for f in s["affected_files"].as_array().into_iter().flatten() {
+        if let (Some(p), Some(r)) = (f["path"].as_str(), f.get("revision")) {
+            revs.insert(p.to_owned(), r.clone());
+        }
+    }
+}
+
+fn write_files(ws: &Path, files: &Value) {
+    for (p, c) in files.as_object().unwrap() {
+        let path = ws.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, c.as_str().unwrap()).unwrap();
+    }
+}
+
+fn read_back(ws: &Path, paths: &[String]) -> Map<String, Value> {
+    paths
+        .iter()
+        .map(|p| {
+            let v = std::fs::read(ws.join(p))
+                .map(|b| Value::String(String::from_utf8(b).unwrap()))
+                .unwrap_or(Value::Null);
+            (p.clone(), v)
+        })
+        .collect()
+}
+
+/// What a run of one case saw.
+struct Run {
+    outcomes: Vec<String>,
+    answers: Vec<Value>,
+    after: Map<String, Value>,
+}
+
+fn rd(path: &str) -> Value {
+    json!(["read_file", {"path": path}])
+}
+
+fn ac(changes: Value) -> Value {
+    json!(["apply_changes", {"changes": changes}])
+}
+
+fn edit(path: &str, edits: Value) -> Value {
+    json!({"action": "edit", "path": path, "revision": format!("@rev:{path}"), "edits": edits})
+}
+
+const FIVE: &str = "one\ntwo\nthree\nfour\nfive\n";
+
+/// The cases: each names its files, its calls (`"@rev:<path>"` is the
+/// revision last seen for the path), the outcome of each call and the bytes
+/// left. Every expectation is what the reference 0.5.0 answers too, unless
+/// the case says `"ours_only"` (a documented difference).
+fn cases() -> Vec<Value> {
+    vec![
+        json!({"name": "replace one line", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"), ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 2, "content": "TWO"}]))]))],
+            "expect": ["ok", "ok"], "after": {"a.txt": "one\nTWO\nthree\nfour\nfive\n"}}),
+        json!({"name": "edits in the numbers of the file as read, listed out of order", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"), ac(json!([edit("a.txt", json!([
+                {"op": "replace", "start_line": 5, "content": "FIVE"},
+                {"op": "delete", "start_line": 2, "end_line": 3},
+                {"op": "insert_after", "line": 0, "content": "zero"},
+                {"op": "insert_before", "line": 6, "content": "six\n"}]))]))],
+            "expect": ["ok", "ok"], "after": {"a.txt": "zero\none\nfour\nFIVE\nsix\n\n"}}),
+        json!({"name": "an insert at a replacement's first line lands before it", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"), ac(json!([edit("a.txt", json!([
+                {"op": "replace", "start_line": 2, "content": "TWO"},
+                {"op": "insert_before", "line": 2, "content": "x"}]))]))],
+            "expect": ["ok", "ok"], "after": {"a.txt": "one\nx\nTWO\nthree\nfour\nfive\n"}}),
+        json!({"name": "overlapping spans and double inserts are refused", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 2, "end_line": 3, "content": "X"}, {"op": "delete", "start_line": 3}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "insert_after", "line": 1, "content": "x"}, {"op": "insert_before", "line": 2, "content": "y"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "insert_before", "line": 1, "content": "x"}, {"op": "insert_after", "line": 0, "content": "y"}]))]))],
+            "expect": ["ok", "PATCH_HUNKS_OVERLAP", "PATCH_HUNKS_OVERLAP", "PATCH_HUNKS_OVERLAP"], "after": {"a.txt": FIVE}}),
+        json!({"name": "a line past the end", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 6, "content": "x"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "insert_before", "line": 7, "content": "x"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "insert_after", "line": 5, "content": "six"}]))]))],
+            "expect": ["ok", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "ok"], "after": {"a.txt": "one\ntwo\nthree\nfour\nfive\nsix\n"}}),
+        json!({"name": "CRLF, BOM, no final newline, empty file", "files": {"c.txt": "a\r\nb\r\n", "bom.txt": "\u{feff}a\nb\n", "n.txt": "a\nb", "e.txt": ""},
+            "steps": [rd("c.txt"), rd("bom.txt"), rd("n.txt"), rd("e.txt"), ac(json!([
+                edit("c.txt", json!([{"op": "replace", "start_line": 2, "content": "B\r\nC"}])),
+                edit("bom.txt", json!([{"op": "insert_before", "line": 1, "content": "top"}])),
+                edit("n.txt", json!([{"op": "insert_after", "line": 2, "content": "c"}])),
+                edit("e.txt", json!([{"op": "insert_after", "line": 0, "content": "x"}]))]))],
+            "expect": ["ok", "ok", "ok", "ok", "ok"],
+            "after": {"c.txt": "a\r\nB\r\nC\r\n", "bom.txt": "\u{feff}top\na\nb\n", "n.txt": "a\nb\nc", "e.txt": "x\n"}}),
+        json!({"name": "deleting every line leaves an empty file; replace with \"\" deletes", "files": {"a.txt": "a\nb\n", "b.txt": "a\nb\n"},
+            "steps": [rd("a.txt"), rd("b.txt"), ac(json!([
+                edit("a.txt", json!([{"op": "delete", "start_line": 1, "end_line": 2}])),
+                edit("b.txt", json!([{"op": "replace", "start_line": 1, "content": ""}]))]))],
+            "expect": ["ok", "ok", "ok"], "after": {"a.txt": "", "b.txt": "b\n"}}),
+        json!({"name": "create, and what create refuses", "files": {"a.txt": FIVE},
+            "steps": [ac(json!([{"action": "create", "path": "pkg/sub/new.py", "content": "x = 1\n"}])),
+                ac(json!([{"action": "create", "path": "a.txt", "content": "x\n"}])),
+                ac(json!([{"action": "create", "path": "b.txt", "content": "x\n", "revision": "abc"}]))],
+            "expect": ["ok", "PATCH_FAILED", "INVALID_ARGUMENT"], "after": {"pkg/sub/new.py": "x = 1\n", "a.txt": FIVE, "b.txt": null}}),
+        json!({"name": "write needs the revision of an existing file", "files": {"a.txt": FIVE},
+            "steps": [ac(json!([{"action": "write", "path": "a.txt", "content": "x\n"}])),
+                ac(json!([{"action": "write", "path": "a.txt", "content": "x\n", "revision": "0".repeat(64)}])),
+                ac(json!([{"action": "write", "path": "new.txt", "content": "x\n", "revision": "0".repeat(64)}])),
+                ac(json!([{"action": "write", "path": "new.txt", "content": "n\n"}])),
+                rd("a.txt"),
+                ac(json!([{"action": "write", "path": "a.txt", "content": "one\nTWO\n", "revision": "@rev:a.txt"}]))],
+            "expect": ["REVISION_REQUIRED", "REVISION_MISMATCH", "REVISION_MISMATCH", "ok", "ok", "ok"],
+            "after": {"a.txt": "one\nTWO\n", "new.txt": "n\n"}}),
+        json!({"name": "delete, move and copy", "files": {"a.txt": FIVE, "b.txt": "b\n", "c.txt": "c\n", "taken.txt": "t\n"},
+            "steps": [rd("a.txt"), rd("b.txt"), rd("c.txt"),
+                ac(json!([{"action": "move", "path": "c.txt", "destination": "taken.txt", "revision": "@rev:c.txt"}])),
+                ac(json!([{"action": "delete", "path": "a.txt", "revision": "@rev:a.txt"},
+                    {"action": "move", "path": "b.txt", "destination": "sub/b2.txt", "revision": "@rev:b.txt"},
+                    {"action": "copy", "path": "c.txt", "destination": "c2.txt", "revision": "@rev:c.txt"}]))],
+            "expect": ["ok", "ok", "ok", "PATCH_FAILED", "ok"],
+            "after": {"a.txt": null, "b.txt": null, "sub/b2.txt": "b\n", "c.txt": "c\n", "c2.txt": "c\n", "taken.txt": "t\n"}}),
+        json!({"name": "one path per call; no changes; a path outside", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ac(json!([edit("a.txt", json!([{"op": "delete", "start_line": 1}])), {"action": "delete", "path": "./a.txt", "revision": "@rev:a.txt"}])),
+                ac(json!([])),
+                ac(json!([{"action": "create", "path": "../outside.txt", "content": "x"}]))],
+            "expect": ["ok", "INVALID_ARGUMENT", "PATCH_FAILED", "PATH_OUTSIDE_WORKSPACE"], "after": {"a.txt": FIVE}}),
+        json!({"name": "all or nothing: a later change's refusal leaves the earlier file", "files": {"a.txt": FIVE, "b.txt": "b\n"},
+            "steps": [rd("a.txt"), rd("b.txt"), ac(json!([
+                edit("a.txt", json!([{"op": "replace", "start_line": 1, "content": "ONE"}])),
+                edit("b.txt", json!([{"op": "replace", "start_line": 9, "content": "x"}]))]))],
+            "expect": ["ok", "ok", "INVALID_ARGUMENT"], "after": {"a.txt": FIVE, "b.txt": "b\n"}}),
+        json!({"name": "a stale revision after an outside write", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"), ["write", {"a.txt": "changed\n"}],
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 1, "content": "x"}]))]))],
+            "expect": ["ok", "ok", "REVISION_MISMATCH"], "after": {"a.txt": "changed\n"}}),
+        json!({"name": "revisions chain from one result to the next edit", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 1, "content": "ONE"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 2, "content": "TWO"}]))]))],
+            "expect": ["ok", "ok", "ok"], "after": {"a.txt": "ONE\nTWO\nthree\nfour\nfive\n"}}),
+        json!({"name": "a dry run writes nothing; asking for the bytes already there is already applied", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ["apply_changes", {"dry_run": true, "changes": [edit("a.txt", json!([{"op": "replace", "start_line": 1, "content": "ONE"}]))]}],
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 1, "content": "one"}]))])),
+                ac(json!([{"action": "write", "path": "a.txt", "content": FIVE, "revision": "@rev:a.txt"}]))],
+            "expect": ["ok", "ok", "ok", "ok"], "after": {"a.txt": FIVE}}),
+        json!({"name": "a file that is not UTF-8", "files": {"a.txt": FIVE},
+            "steps": [["write_bytes", {"bin.txt": [104, 105, 255, 10]}],
+                ac(json!([{"action": "edit", "path": "bin.txt", "revision": "0".repeat(64), "edits": [{"op": "delete", "start_line": 1}]}]))],
+            "expect": ["ok", "UNSUPPORTED_ENCODING"], "after": {"a.txt": FIVE}}),
+        json!({"name": "fields an action or an op does not take", "files": {"a.txt": FIVE},
+            "steps": [rd("a.txt"),
+                ac(json!([{"action": "edit", "path": "a.txt", "revision": "@rev:a.txt", "content": "x", "edits": [{"op": "delete", "start_line": 1}]}])),
+                ac(json!([edit("a.txt", json!([{"op": "delete", "start_line": 1, "content": "x"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "replace", "start_line": 3, "end_line": 2, "content": "x"}]))])),
+                ac(json!([edit("a.txt", json!([{"op": "insert_before", "line": 0, "content": "x"}]))])),
+                ac(json!([{"action": "move", "path": "a.txt", "revision": "@rev:a.txt"}]))],
+            "expect": ["ok", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"],
+            "after": {"a.txt": FIVE}}),
+    ]
+}
+
+/// Runs a case's steps on a client, with the outside writes a case makes.
+fn run(case: &Value, start: &dyn Fn(&Path) -> Client) -> Run {
+    // Outside writes are steps of the form ["write", {...}] or
+    // ["write_bytes", {path: [bytes]}]; they answer "ok".
+    let ws = tempfile::tempdir().unwrap();
+    write_files(ws.path(), &case["files"]);
+    let mut c = start(ws.path());
+    let mut revs = Map::new();
+    let (mut outcomes, mut answers) = (Vec::new(), Vec::new());
+    for step in case["steps"].as_array().unwrap() {
+        let tool = step[0].as_str().unwrap();
+        match tool {
+            "write" => {
+                write_files(ws.path(), &step[1]);
+                outcomes.push("ok".into());
+                answers.push(Value::Null);
+                continue;
+            }
+            "write_bytes" => {
+                for (p, b) in step[1].as_object().unwrap() {
+                    let bytes: Vec<u8> = b
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap() as u8)
+                        .collect();
+                    std::fs::write(ws.path().join(p), bytes).unwrap();
+                }
+                outcomes.push("ok".into());
+                answers.push(Value::Null);
+                continue;
+            }
+            _ => {}
+        }
+        let args = substitute(&step[1], &revs);
+        let answer = c.call(tool, args.clone());
+        learn(tool, &args, &answer, &mut revs);
+        outcomes.push(outcome(&answer));
+        answers.push(answer);
+    }
+    let paths: Vec<String> = case["after"].as_object().unwrap().keys().cloned().collect();
+    Run {
+        outcomes,
+        answers,
+        after: read_back(ws.path(), &paths),
+    }
+}
+
+/// What an `apply_changes` success says, for a side-by-side comparison.
+fn evidence(answer: &Value) -> Value {
+    let s = sc(answer);
+    json!({
+        "dry_run": s["dry_run"], "already_applied": s["already_applied"], "summary": s["summary"],
+        "affected_files": s["affected_files"], "additions": s["additions"], "removals": s["removals"],
+    })
+}
+
+#[test]
+fn apply_changes_cases_match_their_expectations_and_the_reference() {
+    let reference = reference();
+    for case in cases() {
+        let name = case["name"].as_str().unwrap();
+        let ours = run(&case, &|ws| Client::ours(ws, "safe"));
+        let expect: Vec<String> = case["expect"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            ours.outcomes, expect,
+            "{name}: outcomes; answers: {:?}",
+            ours.answers
+        );
+        assert_eq!(
+            Value::Object(ours.after.clone()),
+            case["after"],
+            "{name}: bytes left"
+        );
+        // Every success of ours carries evidence with a revision per file.
+        for a in ours
+            .answers
+            .iter()
+            .filter(|a| outcome(a) == "ok" && !a.is_null())
+        {
+            for f in sc(a)["affected_files"].as_array().into_iter().flatten() {
+                if f["operation"] != "delete" {
+                    assert_eq!(
+                        f["revision"].as_str().map(str::len),
+                        Some(64),
+                        "{name}: {f}"
+                    );
+                }
+            }
+        }
+        let Some(bin) = &reference else { continue };
+        let theirs = run(&case, &|ws| Client::reference(bin, ws, "safe"));
+        assert_eq!(
+            ours.outcomes, theirs.outcomes,
+            "{name}: outcomes beside the reference 0.5.0"
+        );
+        assert_eq!(
+            ours.after, theirs.after,
+            "{name}: bytes beside the reference 0.5.0"
+        );
+        for (i, (o, t)) in ours.answers.iter().zip(&theirs.answers).enumerate() {
+            if o.is_null() || outcome(o) != "ok" {
+                continue;
+            }
+            if o["result"]["structuredContent"]
+                .get("affected_files")
+                .is_some()
+            {
+                assert_eq!(
+                    evidence(o),
+                    evidence(t),
+                    "{name}: call {i}'s evidence beside the reference 0.5.0"
+                );
+            }
+            if let Some(rev) = sc(t).get("revision") {
+                assert_eq!(&sc(o)["revision"], rev, "{name}: call {i}'s revision");
+                assert_eq!(
+                    sc(o)["total_lines"],
+                    sc(t)["total_lines"],
+                    "{name}: call {i}"
+                );
+            }
+        }
+    }
+}
+
+/// What each error names: the revision errors carry the current revision
+/// and the read to make; an edit past the end is retryable with the file's
+/// lines; overlaps name the two edits.
+#[test]
+fn refusals_carry_what_the_next_call_needs() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), FIVE).unwrap();
+    let mut c = Client::ours(ws.path(), "safe");
+    let read = c.call("read_file", json!({"path": "a.txt"}));
+    let rev = sc(&read)["revision"].as_str().unwrap().to_owned();
+    assert_eq!(sc(&read)["revision_algorithm"], "sha256");
+    let text = read["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("[lines 1-5 of 5 revision={rev}]\n")),
+        "{text}"
+    );
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [{"action": "delete", "path": "a.txt"}]}),
+    );
+    let e = &sc(&r)["error"];
+    assert_eq!(
+        (e["code"].as_str(), e["retryable"].as_bool()),
+        (Some("REVISION_REQUIRED"), Some(true))
+    );
+    assert_eq!(e["details"]["current_revision"], rev.as_str());
+    assert_eq!(
+        e["details"]["next_action"],
+        json!({"tool": "read_file", "arguments": {"path": "a.txt"}})
+    );
+    let stale = "f".repeat(64);
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [{"action": "edit", "path": "a.txt", "revision": stale, "edits": [{"op": "delete", "start_line": 1}]}]}),
+    );
+    let e = &sc(&r)["error"];
+    assert_eq!(
+        (e["code"].as_str(), e["category"].as_str()),
+        (Some("REVISION_MISMATCH"), Some("conflict"))
+    );
+    assert_eq!(e["details"]["expected_revision"], stale.as_str());
+    assert_eq!(e["details"]["current_revision"], rev.as_str());
+    assert_eq!(e["details"]["total_lines"], 5);
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [{"action": "edit", "path": "a.txt", "revision": rev, "edits": [{"op": "insert_before", "line": 9, "content": "x"}]}]}),
+    );
+    let e = &sc(&r)["error"];
+    assert_eq!(
+        (e["code"].as_str(), e["retryable"].as_bool()),
+        (Some("INVALID_ARGUMENT"), Some(true))
+    );
+    let mut details = e["details"].clone();
+    // Our errors carry their advice in `retry_hint` as well.
+    details.as_object_mut().unwrap().remove("retry_hint");
+    assert_eq!(
+        details,
+        json!({"path": "a.txt", "total_lines": 5, "edit_index": 0, "operation": "insert_before", "requested": {"line": 9}})
+    );
+    // Integral numbers are numbers (client contract notes section 1).
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [{"action": "edit", "path": "a.txt", "revision": rev, "edits": [{"op": "replace", "start_line": 2.0, "end_line": 2, "content": "TWO"}]}]}),
+    );
+    assert_eq!(outcome(&r), "ok", "{r}");
+    assert_eq!(
+        sc(&r)["affected_files"][0]["changed_ranges"],
+        json!([{"start_line": 2, "end_line": 2, "added_lines": 1, "removed_lines": 1}])
+    );
+    let t = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        t.contains("a.txt: revision=") && t.contains("total_lines=5 changed lines 2-2"),
+        "{t}"
+    );
+    for bad in [json!(2.5), json!(0), json!(-1), json!("2"), json!(true)] {
+        let r = c.call(
+            "apply_changes",
+            json!({"changes": [{"action": "edit", "path": "a.txt", "revision": rev, "edits": [{"op": "replace", "start_line": bad, "content": "x"}]}]}),
+        );
+        assert_eq!(outcome(&r), "INVALID_ARGUMENT", "start_line {bad}: {r}");
+    }
+}
+
+/// The catalog of `--catalog 0.5` is 0.5.0's in every mode: the same tools
+/// in the same order with the same annotations and input schemas (the
+/// descriptions are ours).
+#[test]
+fn catalog_05_is_the_references() {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != "description")
+                    .map(|(k, x)| (k.clone(), strip(x)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            _ => v.clone(),
+        }
+    }
+    let reference = reference();
+    let ws = workspace();
+    let ours_v03 = Client::start(command(ws.path(), &[]).arg("--stdio")).tools();
+    assert_eq!(ours_v03.len(), 18);
+    assert!(ours_v03.iter().all(|t| t["name"] != "apply_changes"));
+    for mode in ["safe", "trusted", "dangerous"] {
+        let ours = Client::ours(ws.path(), mode).tools();
+        let names: Vec<&str> = ours.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names.len(),
+            if mode == "dangerous" { 19 } else { 18 },
+            "{mode}: {names:?}"
+        );
+        assert!(names.contains(&"apply_changes"));
+        assert_eq!(names.contains(&"request_permissions"), mode == "dangerous");
+        let Some(bin) = &reference else { continue };
+        let theirs = Client::reference(bin, ws.path(), mode).tools();
+        let their_names: Vec<&str> = theirs.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, their_names, "{mode}: tool names and order");
+        for (o, t) in ours.iter().zip(&theirs) {
+            let n = &o["name"];
+            assert_eq!(
+                o["annotations"], t["annotations"],
+                "{mode} {n}: annotations"
+            );
+            let (mut ours, mut theirs) = (strip(&o["inputSchema"]), strip(&t["inputSchema"]));
+            // The one listed difference (docs/conformance.md): the
+            // permissions a refusal can name are our gates'.
+            if n == "request_permissions" {
+                for s in [&mut ours, &mut theirs] {
+                    s["properties"]["permission"]["enum"] = Value::Null;
+                }
+            }
+            assert_eq!(ours, theirs, "{mode} {n}: inputSchema");
+        }
+    }
+}
+
+/// A retry with the same key replays the recorded answer without applying
+/// anything again; other arguments under the key are refused; a failed or
+/// dry-run call leaves the key free; calls with one key sent together run
+/// once.
+#[test]
+fn idempotency_keys_replay_refuse_and_run_once() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), FIVE).unwrap();
+    let mut c = Client::ours(ws.path(), "safe");
+    let create = json!({"changes": [{"action": "create", "path": "n.txt", "content": "n\n"}], "idempotency_key": "k1"});
+    let first = c.call("apply_changes", create.clone());
+    assert_eq!(outcome(&first), "ok");
+    assert!(sc(&first).get("idempotent_replay").is_none());
+    std::fs::remove_file(ws.path().join("n.txt")).unwrap();
+    let again = c.call("apply_changes", create);
+    assert_eq!(sc(&again)["idempotent_replay"], true);
+    assert_eq!(sc(&again)["affected_files"], sc(&first)["affected_files"]);
+    // Nothing ran: the file removed since is still gone.
+    assert!(!ws.path().join("n.txt").exists());
+    let other = c.call(
+        "apply_changes",
+        json!({"changes": [{"action": "create", "path": "m.txt", "content": "m\n"}], "idempotency_key": "k1"}),
+    );
+    assert_eq!(outcome(&other), "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(sc(&other)["error"]["details"]["idempotency_key"], "k1");
+    // A failure leaves its key free.
+    let fail = json!({"changes": [{"action": "create", "path": "a.txt", "content": "x"}], "idempotency_key": "k2"});
+    assert_eq!(
+        outcome(&c.call("apply_changes", fail.clone())),
+        "PATCH_FAILED"
+    );
+    std::fs::remove_file(ws.path().join("a.txt")).unwrap();
+    let ok = c.call("apply_changes", fail);
+    assert_eq!(outcome(&ok), "ok");
+    assert!(sc(&ok).get("idempotent_replay").is_none());
+    // apply_patch takes a key too.
+    let patch = json!({"patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n", "idempotency_key": "k3"});
+    assert_eq!(outcome(&c.call("apply_patch", patch.clone())), "ok");
+    let replay = c.call("apply_patch", patch);
+    assert_eq!(
+        (outcome(&replay), &sc(&replay)["idempotent_replay"]),
+        ("ok".into(), &json!(true))
+    );
+    // The key is refused on tools that do not take one.
+    assert_eq!(
+        outcome(&c.call(
+            "read_file",
+            json!({"path": "p.txt", "idempotency_key": "k4"})
+        )),
+        "INVALID_ARGUMENT"
+    );
+    // Eight calls with one key sent at once: one creates, seven replay.
+    for i in 0..8 {
+        c.server.send(&call(
+            100 + i,
+            "apply_changes",
+            json!({"changes": [{"action": "create", "path": "once.txt", "content": "once\n"}], "idempotency_key": "k5"}),
+        ));
+    }
+    let answers: Vec<Value> = (0..8).map(|_| c.server.recv()).collect();
+    let replays = answers
+        .iter()
+        .filter(|a| sc(a)["idempotent_replay"] == true)
+        .count();
+    assert!(answers.iter().all(|a| outcome(a) == "ok"), "{answers:?}");
+    assert_eq!(replays, 7, "{answers:?}");
+}
+
+/// The default catalog is the v0.3 contract's: no revision, no
+/// `apply_changes`, no key.
+#[test]
+fn the_default_catalog_has_no_edit_layer() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), FIVE).unwrap();
+    let mut c = Client::start(command(ws.path(), &[]).arg("--stdio"));
+    let r = c.call("read_file", json!({"path": "a.txt"}));
+    assert!(sc(&r).get("revision").is_none());
+    assert_eq!(r["result"]["content"][0]["text"], FIVE);
+    assert_eq!(
+        outcome(&c.call("apply_changes", json!({"changes": []}))),
+        "RPC_ERROR"
+    );
+    assert_eq!(
+        outcome(&c.call("apply_patch", json!({"patch": "x", "idempotency_key": "k"}))),
+        "INVALID_ARGUMENT"
+    );
+}
+
+/// `git_diff` of catalog 0.5 shows untracked files as added (read with gix
+/// through the workspace boundary, never the git CLI), unless
+/// `include_untracked` is false; ignored files stay out.
+#[test]
+fn git_diff_shows_untracked_files_in_catalog_05() {
+    let ws = workspace();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(ws.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    std::fs::write(ws.path().join("tracked.txt"), FIVE).unwrap();
+    std::fs::write(ws.path().join(".gitignore"), "ignored.log\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "initial"]);
+    std::fs::write(
+        ws.path().join("tracked.txt"),
+        "one\nTWO\nthree\nfour\nfive\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.path().join("sub")).unwrap();
+    std::fs::write(ws.path().join("sub/untracked.txt"), "new file\n").unwrap();
+    std::fs::write(ws.path().join("ignored.log"), "noise\n").unwrap();
+    let mut c = Client::ours(ws.path(), "safe");
+    let with = c.call("git_diff", json!({}));
+    let d = sc(&with)["diff"].as_str().unwrap().to_owned();
+    assert!(d.contains("diff --git a/tracked.txt b/tracked.txt"), "{d}");
+    assert!(
+        d.contains("diff --git a/sub/untracked.txt b/sub/untracked.txt\nnew file mode 100644\nindex 0000000..fa49b07\n--- /dev/null\n+++ b/sub/untracked.txt\n@@ -0,0 +1 @@\n+new file\n"),
+        "{d}"
+    );
+    assert!(!d.contains("ignored.log"), "{d}");
+    assert_eq!(sc(&with)["include_untracked"], true);
+    let without = c.call("git_diff", json!({"include_untracked": false}));
+    assert!(!sc(&without)["diff"].as_str().unwrap().contains("untracked"));
+    // The contract's catalog has no such property, and shows tracked files only.
+    let mut v03 = Client::start(command(ws.path(), &[]).arg("--stdio"));
+    assert_eq!(
+        outcome(&v03.call("git_diff", json!({"include_untracked": true}))),
+        "INVALID_ARGUMENT"
+    );
+    assert!(
+        !sc(&v03.call("git_diff", json!({})))["diff"]
+            .as_str()
+            .unwrap()
+            .contains("untracked")
+    );
+    if let Some(bin) = reference() {
+        let mut r = Client::reference(&bin, ws.path(), "safe");
+        for args in [json!({}), json!({"include_untracked": false})] {
+            let ours = c.call("git_diff", args.clone());
+            let theirs = r.call("git_diff", args.clone());
+            assert_eq!(
+                sc(&ours)["diff"],
+                sc(&theirs)["diff"],
+                "git_diff {args} beside the reference 0.5.0"
+            );
+        }
+    }
+}
