@@ -107,6 +107,7 @@ error_codes! {
     PatchRollbackFailed = ("PATCH_ROLLBACK_FAILED", Internal, false),
     PathOutsideWorkspace = ("PATH_OUTSIDE_WORKSPACE", Security, false),
     PermissionRequired = ("PERMISSION_REQUIRED", Permission, false),
+    RepeatedCallBlocked = ("REPEATED_CALL_BLOCKED", Validation, false),
     RevisionMismatch = ("REVISION_MISMATCH", Conflict, true),
     RevisionRequired = ("REVISION_REQUIRED", Validation, true),
     RuntimeDirUnwritable = ("RUNTIME_DIR_UNWRITABLE", Runtime, false),
@@ -365,6 +366,7 @@ mod tests {
         // And the edit layer's, served by catalog 0.5 only.
         let edit_layer = [
             "IDEMPOTENCY_KEY_REUSED",
+            "REPEATED_CALL_BLOCKED",
             "REVISION_MISMATCH",
             "REVISION_REQUIRED",
         ];

@@ -15,6 +15,7 @@
 )]
 
 mod args;
+mod breaker;
 mod card;
 mod catalog;
 mod cli;

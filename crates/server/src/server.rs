@@ -30,6 +30,8 @@ pub struct Server {
     /// Recorded results of keyed mutations (catalog 0.5's
     /// `idempotency_key`).
     pub idempotency: Arc<ctm_patch_engine::IdempotencyStore<crate::envelope::ToolSuccess>>,
+    /// Catalog 0.5's repeat-failure breaker.
+    pub breaker: crate::breaker::Breaker,
     pub runtime_dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     pub exec: ExecRuntime,
     /// The workspace's repository, opened on first use and shared after.
@@ -141,6 +143,7 @@ impl Server {
             workspace,
             patch,
             idempotency: Arc::new(ctm_patch_engine::IdempotencyStore::default()),
+            breaker: crate::breaker::Breaker::default(),
             exec,
             runtime_dirs,
             limits,
@@ -251,7 +254,11 @@ impl Server {
         self.trace_policy(&ctx, spec.name, arguments);
         let started = Instant::now();
         let outcome = match args::validate(spec, arguments) {
+            Ok(args) if self.served().version == catalog::CatalogVersion::V05 => {
+                self.run_guarded(spec, args, &ctx).await
+            }
             Ok(args) => tools::run(self, spec, args, &ctx).await,
+            // What the schema refuses is never counted by the breaker.
             Err(e) => Err(e),
         };
         if let Some(m) = &self.metrics {
@@ -266,6 +273,68 @@ impl Server {
                 text_json: self.config.text_json,
             },
         ))
+    }
+
+    /// Catalog 0.5: a call under the repeat-failure breaker
+    /// ([`crate::breaker`]).
+    async fn run_guarded(
+        &self,
+        spec: &'static ToolSpec,
+        args: Map<String, Value>,
+        ctx: &RequestContext,
+    ) -> Result<crate::envelope::ToolSuccess, crate::envelope::ToolError> {
+        let print = tools::changes::fingerprint(&args);
+        let generation = self.breaker.generation();
+        if let Some(code) = self.breaker.blocked(spec.name, &print) {
+            let hint = "Do not send these arguments again: look at the current state (read_file, git_status, list_dir) and make a different call.";
+            return Err(crate::envelope::ToolError::new(
+                crate::envelope::ErrorCode::RepeatedCallBlocked,
+                format!(
+                    "this exact {} call already failed {} times with {code}; it is refused until its arguments change",
+                    spec.name,
+                    crate::breaker::REPEAT_FAILURE_LIMIT
+                ),
+                json!({"tool": spec.name, "error_code": code, "attempts": crate::breaker::REPEAT_FAILURE_LIMIT, "retry_hint": hint}),
+                hint,
+            ));
+        }
+        let mut outcome = tools::run(self, spec, args, ctx).await;
+        match &mut outcome {
+            Ok(success) => {
+                self.breaker.success(spec.name, &print, generation);
+                let s = &success.structured;
+                let wrote = matches!(
+                    spec.tool,
+                    catalog::Tool::ApplyPatch | catalog::Tool::ApplyChanges
+                ) && s.get("dry_run") == Some(&Value::Bool(false))
+                    && s.get("idempotent_replay").is_none()
+                    && s.get("already_applied") != Some(&Value::Bool(true));
+                if wrote {
+                    self.breaker.reset();
+                } else if let Some(id) = finished_command(s) {
+                    self.breaker.command_finished(id);
+                }
+            }
+            Err(e) => {
+                let n = self.breaker.failure(
+                    spec.name,
+                    &print,
+                    e.code.as_str(),
+                    e.retryable,
+                    generation,
+                );
+                if n >= crate::breaker::REPEAT_FAILURE_LIMIT
+                    && let Value::Object(d) = &mut e.details
+                {
+                    d.insert("consecutive_identical_failures".into(), json!(n));
+                    d.insert(
+                        "breaker".into(),
+                        json!(format!("This exact call has now failed {n} times; sent again unchanged it will be refused.")),
+                    );
+                }
+            }
+        }
+        outcome
     }
 
     /// The `request` event, for every dispatched request.
@@ -491,6 +560,15 @@ impl Dispatcher for SharedServer {
     fn notify(&self, req: &Request, era: Era) {
         tracing::debug!(method = %req.method, era = era_name(era), "notification");
     }
+}
+
+/// The command a result shows finished (an exit code or a signal), which
+/// may have written the workspace.
+fn finished_command(s: &Map<String, Value>) -> Option<&str> {
+    let id = s.get("command_id")?.as_str()?;
+    let ended = s.get("exit_code").is_some_and(|c| !c.is_null())
+        || s.get("signal").is_some_and(|c| !c.is_null());
+    ended.then_some(id)
 }
 
 /// The tools a server with `config` serves.

@@ -606,7 +606,7 @@ pub fn apply_options(ctx: &RequestContext, dry_run: bool) -> ApplyOptions {
 
 /// The fingerprint of a keyed call: every argument but the key, members
 /// in sorted order at every level, hashed.
-fn fingerprint(raw: &Map<String, Value>) -> String {
+pub fn fingerprint(raw: &Map<String, Value>) -> String {
     fn canonical(v: &Value, out: &mut String) {
         match v {
             Value::Object(m) => {

@@ -259,6 +259,16 @@ tool_result! {
 }
 
 tool_result! {
+    /// The repeat-failure breaker of catalog 0.5: the third identical call
+    /// of one that failed `limit` times the same way is refused.
+    pub struct BreakerReport {
+        limit: u32,
+        capacity: usize,
+        tracked_calls: usize,
+    }
+}
+
+tool_result! {
     /// What `server_info` answers. The first fields are those of
     /// `check_exec_environment` ([`exec_environment`]), in its order, less
     /// its flat Landlock fields: `landlock` is an object here.
@@ -282,6 +292,9 @@ tool_result! {
         /// `0.5` when the reference 0.5.0's catalog is served (`--catalog`).
         #[serde(skip_serializing_if = "Option::is_none")]
         catalog: Option<&'static str>,
+        /// Catalog 0.5: the repeat-failure breaker.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repeat_failure_breaker: Option<BreakerReport>,
         annotation_override: Option<AnnotationOverride>,
         auth_enabled: bool,
         dangerously_skip_all_permissions: bool,
@@ -373,6 +386,12 @@ pub fn run(server: &Server, args: &InfoArgs) -> ToolSuccess {
         catalog: Some(server.served().version)
             .filter(|v| *v != crate::catalog::CatalogVersion::V03)
             .map(crate::catalog::CatalogVersion::as_str),
+        repeat_failure_breaker: (server.served().version == crate::catalog::CatalogVersion::V05)
+            .then(|| BreakerReport {
+                limit: crate::breaker::REPEAT_FAILURE_LIMIT,
+                capacity: crate::breaker::BREAKER_CAPACITY,
+                tracked_calls: server.breaker.tracked(),
+            }),
         annotation_override: annotation_override_report(server),
         catalog_size: full.then_some(TOOLS.len()),
         annotations: full.then(|| {

@@ -724,3 +724,87 @@ fn git_diff_shows_untracked_files_in_catalog_05() {
         }
     }
 }
+
+/// The repeat-failure breaker: the third identical call of one that failed
+/// twice the same deterministic way is refused, until that call succeeds, a
+/// mutation changes the workspace or a command is seen finished.
+#[test]
+fn the_breaker_refuses_the_third_identical_failure() {
+    let stale = "0".repeat(64);
+    let stale_edit = json!(["apply_changes", {"changes": [{"action": "edit", "path": "a.txt", "revision": stale, "edits": [{"op": "delete", "start_line": 1}]}]}]);
+    let cases = vec![
+        json!({"name": "a missing file, until a command finishes", "files": {"a.txt": FIVE},
+            "steps": [rd("m.txt"), rd("m.txt"), rd("m.txt"), ["write", {"m.txt": "now\n"}], rd("m.txt"),
+                ["exec_command", {"cmd": "true"}], rd("m.txt")],
+            "expect": ["NOT_FOUND", "NOT_FOUND", "REPEATED_CALL_BLOCKED", "ok", "REPEATED_CALL_BLOCKED", "ok", "ok"],
+            "after": {"m.txt": "now\n"}}),
+        json!({"name": "a stale revision, until a write lands (a dry run is none)", "files": {"a.txt": FIVE},
+            "steps": [stale_edit, stale_edit, stale_edit,
+                ["apply_changes", {"dry_run": true, "changes": [{"action": "create", "path": "n.txt", "content": "n\n"}]}],
+                stale_edit,
+                ac(json!([{"action": "create", "path": "n.txt", "content": "n\n"}])),
+                stale_edit,
+                // Member order and the idempotency key do not make a call another.
+                ["apply_changes", {"idempotency_key": "other", "changes": [{"edits": [{"start_line": 1, "op": "delete"}], "revision": stale, "path": "a.txt", "action": "edit"}]}],
+                stale_edit],
+            "expect": ["REVISION_MISMATCH", "REVISION_MISMATCH", "REPEATED_CALL_BLOCKED", "ok", "REPEATED_CALL_BLOCKED",
+                "ok", "REVISION_MISMATCH", "REVISION_MISMATCH", "REPEATED_CALL_BLOCKED"],
+            "after": {"a.txt": FIVE, "n.txt": "n\n"}}),
+        json!({"name": "a success of the same call clears its count", "files": {},
+            "steps": [rd("late.txt"), ["write", {"late.txt": "x\n"}], rd("late.txt"), ["write_bytes", {"late.txt": []}],
+                ["exec_command", {"cmd": "rm late.txt"}], rd("late.txt"), rd("late.txt"), rd("late.txt")],
+            "expect": ["NOT_FOUND", "ok", "ok", "ok", "ok", "NOT_FOUND", "NOT_FOUND", "REPEATED_CALL_BLOCKED"],
+            "after": {"late.txt": null}}),
+    ];
+    let reference = reference();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let ours = run(&case, &|ws| Client::ours(ws, "trusted"));
+        let expect: Vec<&str> = case["expect"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(ours.outcomes, expect, "{name}: {:?}", ours.answers);
+        assert_eq!(Value::Object(ours.after.clone()), case["after"], "{name}");
+        let blocked = ours
+            .answers
+            .iter()
+            .find(|a| outcome(a) == "REPEATED_CALL_BLOCKED")
+            .unwrap();
+        let d = &sc(blocked)["error"]["details"];
+        assert_eq!(
+            (d["attempts"].as_u64(), d["error_code"].is_string()),
+            (Some(2), true),
+            "{d}"
+        );
+        let second = &ours.answers[1];
+        if outcome(second) != "ok" {
+            assert_eq!(
+                sc(second)["error"]["details"]["consecutive_identical_failures"],
+                2,
+                "{name}"
+            );
+        }
+        if let Some(bin) = &reference {
+            let theirs = run(&case, &|ws| Client::reference(bin, ws, "trusted"));
+            assert_eq!(
+                ours.outcomes, theirs.outcomes,
+                "{name}: beside the reference 0.5.0"
+            );
+        }
+    }
+    // server_info reports it; the contract's catalog has none.
+    let ws = workspace();
+    let mut c = Client::ours(ws.path(), "safe");
+    let info = c.call("server_info", json!({}));
+    assert_eq!(sc(&info)["repeat_failure_breaker"]["limit"], 2, "{info}");
+    let mut v03 = Client::start(command(ws.path(), &[]).arg("--stdio"));
+    for _ in 0..3 {
+        assert_eq!(
+            outcome(&v03.call("read_file", json!({"path": "m.txt"}))),
+            "NOT_FOUND"
+        );
+    }
+}
