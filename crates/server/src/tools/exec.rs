@@ -139,6 +139,10 @@ tool_result! {
         exit_code: Option<i32>,
         signal: Option<&'static str>,
         timed_out: bool,
+        /// Catalog 0.5: how the command ended in one word (`exited_0`,
+        /// `exited_nonzero`, `signal`, `timeout`, `running`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        operation_outcome: Option<&'static str>,
         /// Only for a command on a terminal.
         tty: bool [skip_if "std::ops::Not::not"],
         elapsed_ms: u64,
@@ -684,6 +688,8 @@ fn render(
         exit_code: exit_code(s),
         signal: s.signal.map(Signal::as_str),
         timed_out: s.timed_out,
+        // Set by the catalog 0.5 layer (tools::run).
+        operation_outcome: None,
         tty: s.tty,
         elapsed_ms: u64::try_from(s.elapsed.as_millis()).unwrap_or(u64::MAX),
         verbosity,

@@ -28,11 +28,53 @@ pub async fn run(
     args: Map<String, Value>,
     ctx: &RequestContext,
 ) -> Result<ToolSuccess, ToolError> {
+    let outcome = dispatch(server, spec, &args, ctx).await;
+    // Catalog 0.5: a command's result names how it ended, in one word.
+    if server.served().version == crate::catalog::CatalogVersion::V05
+        && matches!(
+            spec.tool,
+            Tool::ExecCommand | Tool::WriteStdin | Tool::KillCommand
+        )
+        && let Ok(mut success) = outcome
+    {
+        if let Some(word) = operation_outcome(&success.structured) {
+            success
+                .structured
+                .insert("operation_outcome".into(), Value::String(word.into()));
+        }
+        return Ok(success);
+    }
+    outcome
+}
+
+/// How a command result says its command ended: `exited_0`,
+/// `exited_nonzero`, `signal`, `timeout` or `running` (the reference
+/// 0.5.0's words).
+fn operation_outcome(s: &Map<String, Value>) -> Option<&'static str> {
+    s.get("command_id")?;
+    Some(if s.get("timed_out") == Some(&Value::Bool(true)) {
+        "timeout"
+    } else if s.get("signal").is_some_and(|v| !v.is_null()) {
+        "signal"
+    } else {
+        match s.get("exit_code").and_then(Value::as_i64) {
+            Some(0) => "exited_0",
+            Some(_) => "exited_nonzero",
+            None => "running",
+        }
+    })
+}
+
+async fn dispatch(
+    server: &Server,
+    spec: &'static ToolSpec,
+    a: &Map<String, Value>,
+    ctx: &RequestContext,
+) -> Result<ToolSuccess, ToolError> {
     let ws = &server.workspace;
     fn typed<T: ToolArgs>(map: &Map<String, Value>) -> T {
         T::from_map(map)
     }
-    let a = &args;
     match spec.tool {
         Tool::ServerInfo => Ok(server_info::run(server, &typed(a))),
         Tool::RequestPermissions => request_permissions::run(server, &typed(a), a),

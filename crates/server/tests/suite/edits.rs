@@ -808,3 +808,48 @@ fn the_breaker_refuses_the_third_identical_failure() {
         );
     }
 }
+
+/// Catalog 0.5's command results say how the command ended in one word.
+#[test]
+fn command_results_carry_the_operation_outcome() {
+    let ws = workspace();
+    let mut c = Client::ours(ws.path(), "trusted");
+    let word = |a: &Value| sc(a)["operation_outcome"].as_str().map(str::to_owned);
+    assert_eq!(
+        word(&c.call("exec_command", json!({"cmd": "echo hi"}))).as_deref(),
+        Some("exited_0")
+    );
+    assert_eq!(
+        word(&c.call("exec_command", json!({"cmd": "false"}))).as_deref(),
+        Some("exited_nonzero")
+    );
+    let running = c.call(
+        "exec_command",
+        json!({"cmd": "sleep 30", "yield_time_ms": 0}),
+    );
+    assert_eq!(word(&running).as_deref(), Some("running"), "{running}");
+    let id = sc(&running)["command_id"].as_str().unwrap().to_owned();
+    let killed = c.call("kill_command", json!({"command_id": id, "signal": "KILL"}));
+    assert_eq!(word(&killed).as_deref(), Some("signal"), "{killed}");
+    let timeout = c.call(
+        "exec_command",
+        json!({"cmd": "sleep 30", "timeout_ms": 200, "yield_time_ms": 5000}),
+    );
+    assert_eq!(word(&timeout).as_deref(), Some("timeout"), "{timeout}");
+    let mut v03 = Client::start(command(ws.path(), &[]).arg("--stdio"));
+    assert!(
+        sc(&v03.call("exec_command", json!({"cmd": "true"})))
+            .get("operation_outcome")
+            .is_none()
+    );
+    if let Some(bin) = reference() {
+        let mut r = Client::reference(&bin, ws.path(), "trusted");
+        for cmd in ["echo hi", "false"] {
+            let (o, t) = (
+                c.call("exec_command", json!({"cmd": cmd})),
+                r.call("exec_command", json!({"cmd": cmd})),
+            );
+            assert_eq!(word(&o), word(&t), "{cmd} beside the reference 0.5.0");
+        }
+    }
+}
