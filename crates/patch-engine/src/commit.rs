@@ -86,6 +86,12 @@ pub struct FileChange {
     pub would_change: bool,
     /// Where each hunk matched.
     pub hunks: Vec<HunkReport>,
+    /// With [`ApplyOptions::evidence`]: the new file's lines, as
+    /// `read_file` counts them (0 for a delete).
+    pub total_lines: Option<usize>,
+    /// With [`ApplyOptions::evidence`]: what differs in the new file (a
+    /// move: all of it, at the destination).
+    pub changed_ranges: Vec<crate::ChangedRange>,
 }
 
 /// The outcome of a patch.
@@ -195,6 +201,13 @@ pub struct ApplyOptions {
     /// Stop planning (and write nothing) once this returns true; checked
     /// like `deadline`.
     pub cancelled: Option<Box<dyn Fn() -> bool + Send + Sync>>,
+    /// Skip the hunks of an Update that are already applied
+    /// ([`crate::apply_chunks_skipping_applied`]) instead of failing on
+    /// them: a patch sent again changes nothing and says so.
+    pub skip_applied: bool,
+    /// Report each file's lines and changed ranges after the patch
+    /// ([`FileChange::total_lines`], [`FileChange::changed_ranges`]).
+    pub evidence: bool,
     /// Faults to inject (tests of the rollback path).
     #[cfg(feature = "fault-injection")]
     pub faults: Faults,
@@ -211,6 +224,20 @@ impl std::fmt::Debug for ApplyOptions {
 }
 
 impl ApplyOptions {
+    /// See [`ApplyOptions::skip_applied`].
+    #[must_use]
+    pub fn with_skip_applied(mut self, skip: bool) -> Self {
+        self.skip_applied = skip;
+        self
+    }
+
+    /// See [`ApplyOptions::evidence`].
+    #[must_use]
+    pub fn with_evidence(mut self, evidence: bool) -> Self {
+        self.evidence = evidence;
+        self
+    }
+
     /// Plans and reports only: nothing is written.
     #[must_use]
     pub fn with_dry_run(mut self, dry_run: bool) -> Self {
@@ -749,6 +776,7 @@ impl PatchEngine {
                     content.push(b'\n');
                 }
                 let content_sha = sha(&content);
+                let (total_lines, changed_ranges) = evidence_of(opts, None, &content, false);
                 let change = FileChange {
                     operation: crate::Operation::Add,
                     path: path.clone(),
@@ -759,6 +787,8 @@ impl PatchEngine {
                     new_sha256: Some(hex(&content_sha)),
                     would_change: true,
                     hunks: Vec::new(),
+                    total_lines,
+                    changed_ranges,
                 };
                 staged.insert(
                     p.relative().to_path_buf(),
@@ -803,6 +833,8 @@ impl PatchEngine {
                     new_sha256: None,
                     would_change: true,
                     hunks: Vec::new(),
+                    total_lines: opts.evidence.then_some(0),
+                    changed_ranges: Vec::new(),
                 };
                 staged.insert(
                     p.relative().to_path_buf(),
@@ -849,17 +881,29 @@ impl PatchEngine {
                     None
                 } else {
                     Some(
-                        apply_chunks_until(text, chunks, &|| stop_requested(opts).is_some())
-                            .map_err(|error| match (error, stop_requested(opts)) {
-                                (PlanError::Stopped, reason) => PatchError::Stopped {
-                                    reason: reason.unwrap_or(StopReason::DeadlineExceeded),
-                                },
-                                (error, _) => PatchError::Plan {
-                                    path: path.clone(),
-                                    error: Box::new(error),
-                                },
-                            })?,
+                        if opts.skip_applied {
+                            crate::plan::apply_chunks_skipping_applied
+                        } else {
+                            apply_chunks_until
+                        }(text, chunks, &|| stop_requested(opts).is_some())
+                        .map_err(|error| match (error, stop_requested(opts)) {
+                            (PlanError::Stopped, reason) => PatchError::Stopped {
+                                reason: reason.unwrap_or(StopReason::DeadlineExceeded),
+                            },
+                            (error, _) => PatchError::Plan {
+                                path: path.clone(),
+                                error: Box::new(error),
+                            },
+                        })?,
                     )
+                };
+                let moving = move_to.as_ref().is_some_and(|d| {
+                    self.resolve(d, looked)
+                        .is_ok_and(|d| d.relative() != p.relative())
+                });
+                let (total_lines, changed_ranges) = match &planned {
+                    Some(planned) => evidence_of(opts, Some(text), planned.text.as_bytes(), moving),
+                    None => evidence_of(opts, Some(text), text.as_bytes(), moving),
                 };
                 let old_raw = cur_sha.unwrap_or_else(|| sha(&old));
                 let old_sha = hex(&old_raw);
@@ -887,6 +931,8 @@ impl PatchEngine {
                     old_sha256: Some(old_sha),
                     new_sha256: Some(new_sha),
                     hunks,
+                    total_lines,
+                    changed_ranges,
                 };
                 match move_to {
                     Some(dest) if self.resolve(dest, looked)?.relative() != p.relative() => {
@@ -1050,6 +1096,32 @@ impl Current {
             original: None,
         }
     }
+}
+
+/// The evidence of a file's new bytes when `opts` asks for it: its lines,
+/// and what differs from `old` (all of it for a new file or a move's
+/// destination).
+fn evidence_of(
+    opts: &ApplyOptions,
+    old: Option<&str>,
+    new: &[u8],
+    whole: bool,
+) -> (Option<usize>, Vec<crate::ChangedRange>) {
+    if !opts.evidence {
+        return (None, Vec::new());
+    }
+    let total = crate::total_lines(new);
+    let ranges = match (old, whole) {
+        (Some(old), false) => crate::diff_ranges(old, &String::from_utf8_lossy(new)),
+        _ if total == 0 => Vec::new(),
+        _ => vec![crate::ChangedRange {
+            start_line: 1,
+            end_line: total,
+            added_lines: total,
+            removed_lines: 0,
+        }],
+    };
+    (Some(total), ranges)
 }
 
 fn count_lines(b: &[u8]) -> usize {

@@ -61,4 +61,7 @@ pub use lines::{
     Requested, apply_line_edits, content_lines, diff_ranges, revision, total_lines,
 };
 pub use parse::{Chunk, HunkLine, Op, ParseError, Patch, parse};
-pub use plan::{Closest, HunkReport, PlanError, Planned, Tier, apply_chunks, apply_chunks_until};
+pub use plan::{
+    Closest, HunkReport, PlanError, Planned, Tier, apply_chunks, apply_chunks_skipping_applied,
+    apply_chunks_until,
+};

@@ -423,39 +423,38 @@ fn diff_lines(text: &str) -> Vec<&str> {
     split_file(body).into_iter().map(|l| l.text).collect()
 }
 
-/// Past this many line pairs, [`diff_ranges`] reports the span between the
-/// common prefix and suffix as one range instead of matching inside it.
+/// Past this many line pairs (of the part between the common prefix and
+/// suffix), [`diff_ranges`] reports that part as one range instead of
+/// matching inside it.
 const MAX_DIFF_PAIRS: usize = 4_000_000;
 
-/// The ranges of `new` that differ from `old`, in `new`'s numbers: the
-/// non-equal blocks of a longest-matching-block line diff (Ratcliff and
-/// Obershelp, as Python's `difflib.SequenceMatcher` without junk).
+/// The ranges of `new` that differ from `old`, in `new`'s numbers: past the
+/// lines both start and end with, the non-equal blocks of a
+/// longest-matching-block line diff (Ratcliff and Obershelp, as Python's
+/// `difflib.SequenceMatcher` without junk).
 pub fn diff_ranges(old: &str, new: &str) -> Vec<ChangedRange> {
     let a = diff_lines(old);
     let b = diff_lines(new);
-    let blocks = if a.len().saturating_mul(b.len()) <= MAX_DIFF_PAIRS {
-        matching_blocks(&a, &b)
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (ma, mb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    let blocks = if ma.len().saturating_mul(mb.len()) <= MAX_DIFF_PAIRS {
+        matching_blocks(ma, mb)
     } else {
-        let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-        let suffix = a[prefix..]
-            .iter()
-            .rev()
-            .zip(b[prefix..].iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
-        vec![
-            (0, 0, prefix),
-            (a.len() - suffix, b.len() - suffix, suffix),
-            (a.len(), b.len(), 0),
-        ]
+        vec![(ma.len(), mb.len(), 0)]
     };
     let (mut i, mut j) = (0, 0);
     let mut out = Vec::new();
     for (ai, bj, size) in blocks {
         if i < ai || j < bj {
             out.push(ChangedRange {
-                start_line: j + 1,
-                end_line: bj,
+                start_line: prefix + j + 1,
+                end_line: prefix + bj,
                 added_lines: bj - j,
                 removed_lines: ai - i,
             });

@@ -66,6 +66,17 @@ pub enum HunkLine {
 }
 
 impl Chunk {
+    /// The lines the hunk leaves in the file (context and added).
+    pub fn new_lines(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                HunkLine::Context(t) | HunkLine::Add(t) => Some(t.as_str()),
+                HunkLine::Remove(_) => None,
+            })
+            .collect()
+    }
+
     /// The lines the hunk expects in the file (context and removed).
     pub fn old_lines(&self) -> Vec<&str> {
         self.lines

@@ -177,8 +177,12 @@ pub struct HunkReport {
     /// The tier it matched at.
     pub matched_with: Tier,
     /// First file line it covers (1-based; for pure additions, the line it
-    /// was inserted before).
+    /// was inserted before; for a skipped hunk, where its new lines are).
     pub start_line: usize,
+    /// Its old lines were not found but its new lines were, once, after
+    /// the hunks before it: it was already applied, and was skipped
+    /// ([`apply_chunks_skipping_applied`]).
+    pub already_applied: bool,
 }
 
 /// The nearest place a hunk almost matched, for the error.
@@ -266,6 +270,61 @@ struct Placement<'c> {
     start: usize,
     old_len: usize,
     lines: &'c [HunkLine],
+    /// The indentation the file's lines have beyond the hunk's (a
+    /// whitespace-blind match): given to the added lines too.
+    shift: Shift,
+}
+
+/// How the file's indentation differs from a hunk's, the same on every
+/// non-blank line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shift {
+    /// The file's lines start with this more.
+    Add(String),
+    /// The hunk's lines start with this more.
+    Remove(String),
+}
+
+impl Shift {
+    /// `line` with the file's indentation.
+    fn apply<'l>(&self, line: &'l str) -> std::borrow::Cow<'l, str> {
+        match self {
+            _ if line.trim().is_empty() => line.into(),
+            Shift::Add(extra) if !extra.is_empty() => format!("{extra}{line}").into(),
+            Shift::Remove(extra) => line.strip_prefix(extra.as_str()).unwrap_or(line).into(),
+            Shift::Add(_) => line.into(),
+        }
+    }
+}
+
+fn indent(s: &str) -> &str {
+    &s[..s.len() - s.trim_start().len()]
+}
+
+/// The one indentation shift from the hunk's `old` lines to the file's
+/// lines at `start`; `None` when the lines differ by different shifts
+/// (adding the hunk's lines would then indent them wrongly).
+fn uniform_shift(file: &FileText<'_>, start: usize, old: &[&str]) -> Option<Shift> {
+    let mut shift: Option<Shift> = None;
+    for (seg, want) in file.segs(start).zip(old) {
+        if seg.text.trim().is_empty() || want.trim().is_empty() {
+            continue;
+        }
+        let (have, wanted) = (indent(seg.text), indent(want));
+        let this = if let Some(extra) = have.strip_suffix(wanted) {
+            Shift::Add(extra.to_owned())
+        } else if let Some(extra) = wanted.strip_suffix(have) {
+            Shift::Remove(extra.to_owned())
+        } else {
+            return None;
+        };
+        let none = |s: &Shift| matches!(s, Shift::Add(x) | Shift::Remove(x) if x.is_empty());
+        match &shift {
+            Some(prev) if *prev != this && !(none(prev) && none(&this)) => return None,
+            _ => shift = Some(this),
+        }
+    }
+    Some(shift.unwrap_or(Shift::Add(String::new())))
 }
 
 /// At most this many match lines are listed in an ambiguity (all are counted).
@@ -352,6 +411,63 @@ pub fn apply_chunks_until(
     chunks: &[Chunk],
     stop: &dyn Fn() -> bool,
 ) -> Result<Planned, PlanError> {
+    plan_chunks(text, chunks, stop, false)
+}
+
+/// [`apply_chunks_until`], skipping each hunk that is already applied: its
+/// old lines are found at no tier, and its new lines (context and added)
+/// occur exactly once after the hunks before it, byte for byte or but for
+/// trailing whitespace. A hunk whose new lines equal its old ones, are all
+/// blank, or are one line without context is never taken for applied, and a
+/// pure addition always adds. Every hunk skipped leaves the text as it was.
+pub fn apply_chunks_skipping_applied(
+    text: &str,
+    chunks: &[Chunk],
+    stop: &dyn Fn() -> bool,
+) -> Result<Planned, PlanError> {
+    plan_chunks(text, chunks, stop, true)
+}
+
+/// Where an already applied hunk's new lines are, if it is one.
+fn applied_at(
+    file: &FileText<'_>,
+    chunk: &Chunk,
+    from: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<usize>, PlanError> {
+    let new = chunk.new_lines();
+    let old = chunk.old_lines();
+    let has_context = chunk
+        .lines
+        .iter()
+        .any(|l| matches!(l, HunkLine::Context(_)));
+    if new == old
+        || new.iter().all(|l| l.trim().is_empty())
+        || (!has_context && new.len() == 1)
+        || new.len() > file.len
+    {
+        return Ok(None);
+    }
+    let last_start = file.len - new.len();
+    for tier in [Tier::Exact, Tier::TrailingWhitespace] {
+        let want: Vec<_> = new.iter().map(|l| tier.normalize(l)).collect();
+        let mut hits = Hits::default();
+        scan(file, (from, last_start), tier, &want, &mut hits, stop)?;
+        match hits.count {
+            0 => continue,
+            1 => return Ok(hits.first.first().copied()),
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+fn plan_chunks(
+    text: &str,
+    chunks: &[Chunk],
+    stop: &dyn Fn() -> bool,
+    skip_applied: bool,
+) -> Result<Planned, PlanError> {
     let file = FileText::parse(text);
     let mut cursor = 0usize;
     let mut placements: Vec<Placement<'_>> = Vec::new();
@@ -369,36 +485,66 @@ pub fn apply_chunks_until(
         }
         let mut lines = &chunk.lines[..];
         let mut old: Vec<&str> = chunk.old_lines();
-        let (start, tier) = if old.is_empty() {
-            (insertion_point(&file, chunk, window_start), Tier::Exact)
+        let found = if old.is_empty() {
+            Some((insertion_point(&file, chunk, window_start), Tier::Exact))
         } else {
             match locate(&file, &old, chunk, (window_start, index), stop)? {
-                Some(found) => found,
+                Some(found) => Some(found),
                 None if old.last().is_some_and(|l| l.is_empty())
                     && matches!(lines.last(), Some(HunkLine::Context(t)) if t.is_empty()) =>
                 {
                     // A trailing blank context line written for the final newline.
                     old.pop();
                     lines = &lines[..lines.len() - 1];
-                    match locate(&file, &old, chunk, (window_start, index), stop)? {
-                        Some(found) => found,
-                        None => return Err(not_found(&file, &old, chunk, index, stop)),
-                    }
+                    locate(&file, &old, chunk, (window_start, index), stop)?
+                }
+                None => None,
+            }
+        };
+        let (start, tier) = match found {
+            Some(found) => found,
+            None => match skip_applied
+                .then(|| applied_at(&file, chunk, window_start, stop))
+                .transpose()?
+                .flatten()
+            {
+                Some(at) => {
+                    cursor = cursor.max(at + chunk.new_lines().len());
+                    reports.push(HunkReport {
+                        index,
+                        matched_with: Tier::Exact,
+                        start_line: at + 1,
+                        already_applied: true,
+                    });
+                    continue;
                 }
                 None => return Err(not_found(&file, &old, chunk, index, stop)),
-            }
+            },
         };
         cursor = cursor.max(start + old.len());
         reports.push(HunkReport {
             index,
             matched_with: tier,
             start_line: start + 1,
+            already_applied: false,
         });
+        // A match blind to leading whitespace holds only when the file
+        // indents every line of it the same amount more (or less) than the
+        // hunk: the added lines then get that indentation.
+        let shift = if tier >= Tier::SurroundingWhitespace {
+            match uniform_shift(&file, start, &old) {
+                Some(shift) => shift,
+                None => return Err(not_found(&file, &old, chunk, index, stop)),
+            }
+        } else {
+            Shift::Add(String::new())
+        };
         placements.push(Placement {
             hunk: index,
             start,
             old_len: old.len(),
             lines,
+            shift,
         });
     }
     // Insertions sort before a replacement starting at the same line.
@@ -498,7 +644,7 @@ fn build(file: &FileText<'_>, placements: &[Placement<'_>], hunks: Vec<HunkRepor
                 }
                 HunkLine::Add(t) => {
                     added += 1;
-                    out.add(t);
+                    out.add(&p.shift.apply(t));
                 }
             }
         }
@@ -679,7 +825,7 @@ mod tests {
             ("a\nb\n", "@@\n a\n-b\n+B\n", Tier::Exact),
             ("a  \nb\n", "@@\n a\n-b\n+B\n", Tier::TrailingWhitespace),
             (
-                "    a\nb\n",
+                "    a\n    b\n",
                 "@@\n a\n-b\n+B\n",
                 Tier::SurroundingWhitespace,
             ),
@@ -695,6 +841,42 @@ mod tests {
             assert_eq!((p.added, p.removed), (1, 1));
             assert!(p.text.ends_with("B\n"));
         }
+    }
+
+    #[test]
+    fn a_whitespace_blind_match_carries_its_indentation_to_added_lines() {
+        // The file indents the hunk's lines 4 more: so are the added ones.
+        let p = apply_chunks(
+            "def f():\n    x = 1\n    return x\n",
+            &chunks("@@\n x = 1\n-return x\n+if x:\n+    return x\n"),
+        )
+        .unwrap();
+        assert_eq!(p.text, "def f():\n    x = 1\n    if x:\n        return x\n");
+        // Over-indented hunks lose their extra indentation.
+        let p = apply_chunks("a\n  b\n", &chunks("@@\n   a\n-    b\n+    c\n")).unwrap();
+        assert_eq!(p.text, "a\n  c\n");
+        // Lines shifted by different amounts: adding would indent wrongly.
+        let e = apply_chunks("    a\nb\n", &chunks("@@\n a\n-b\n+B\n")).unwrap_err();
+        assert!(matches!(e, PlanError::ContextNotFound { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn hunks_already_applied_are_skipped_when_asked() {
+        let text = "one\nTWO\nthree\nfour\n";
+        let body = "@@\n one\n-two\n+TWO\n three\n@@\n three\n-four\n+FOUR\n";
+        assert!(apply_chunks(text, &chunks(body)).is_err());
+        let p = apply_chunks_skipping_applied(text, &chunks(body), &|| false).unwrap();
+        assert_eq!(p.text, "one\nTWO\nthree\nFOUR\n");
+        assert_eq!(
+            p.hunks
+                .iter()
+                .map(|h| h.already_applied)
+                .collect::<Vec<_>>(),
+            [true, false]
+        );
+        // A one-line addition without context is never taken for applied.
+        let p = apply_chunks_skipping_applied("x\n", &chunks("@@\n+x\n"), &|| false).unwrap();
+        assert_eq!(p.text, "x\nx\n");
     }
 
     #[test]

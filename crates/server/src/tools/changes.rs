@@ -457,16 +457,19 @@ fn entry(f: &ChangedFile) -> ChangeEntry {
         operation: f.operation.as_str(),
         revision: f.revision.clone(),
         total_lines: f.total_lines,
-        changed_ranges: f
-            .changed_ranges
-            .iter()
-            .map(|r| ChangedLines {
-                start_line: r.start_line,
-                end_line: r.end_line,
-                added_lines: r.added_lines,
-                removed_lines: r.removed_lines,
-            })
-            .collect(),
+        changed_ranges: f.changed_ranges.iter().map(ChangedLines::of).collect(),
+    }
+}
+
+impl ChangedLines {
+    /// The engine's range, as answered.
+    pub fn of(r: &ctm_patch_engine::ChangedRange) -> Self {
+        Self {
+            start_line: r.start_line,
+            end_line: r.end_line,
+            added_lines: r.added_lines,
+            removed_lines: r.removed_lines,
+        }
     }
 }
 
@@ -485,11 +488,12 @@ fn summary_line(f: &ChangedFile) -> String {
     }
 }
 
-/// One line per file: what it is now, for the next edit.
-fn evidence_line(f: &ChangedFile) -> Option<String> {
-    let revision = f.revision.as_deref()?;
-    let ranges: Vec<String> = f
-        .changed_ranges
+/// `changed lines 2-4, 9 removed before line 7`, or nothing.
+pub fn ranges_text(ranges: &[ChangedLines]) -> String {
+    if ranges.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = ranges
         .iter()
         .map(|r| {
             if r.added_lines == 0 {
@@ -499,10 +503,16 @@ fn evidence_line(f: &ChangedFile) -> Option<String> {
             }
         })
         .collect();
-    let changed = if ranges.is_empty() {
-        "unchanged".to_owned()
-    } else {
-        format!("changed lines {}", ranges.join(", "))
+    format!("changed lines {}", parts.join(", "))
+}
+
+/// One line per file: what it is now, for the next edit.
+fn evidence_line(f: &ChangedFile) -> Option<String> {
+    let revision = f.revision.as_deref()?;
+    let e = entry(f);
+    let changed = match ranges_text(&e.changed_ranges) {
+        t if t.is_empty() => "unchanged".to_owned(),
+        t => t,
     };
     Some(format!(
         "{}: revision={revision} total_lines={} {changed}",

@@ -97,13 +97,40 @@ impl PatchFile {
 
 tool_result! {
     /// The reference's `affected_files` entry: a move is named by its
-    /// destination, with the source as `old_path`.
+    /// destination, with the source as `old_path`. Catalog 0.5 adds the
+    /// evidence of each file: its revision, lines, changed ranges and the
+    /// loosest match its hunks needed.
     pub struct AffectedFile {
         path: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         old_path: Option<String>,
         operation: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        revision: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total_lines: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        changed_ranges: Option<Vec<super::changes::ChangedLines>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        match_quality: Option<&'static str>,
     }
+}
+
+/// Catalog 0.5's name of a match tier.
+fn quality(t: ctm_patch_engine::Tier) -> &'static str {
+    match t {
+        ctm_patch_engine::Tier::Exact => "exact",
+        ctm_patch_engine::Tier::TrailingWhitespace => "trailing_ws",
+        ctm_patch_engine::Tier::SurroundingWhitespace => "indent",
+        other => other.as_str(),
+    }
+}
+
+/// Every hunk of an update was already in the file.
+fn all_skipped(f: &FileChange) -> bool {
+    f.operation == Operation::Update
+        && !f.hunks.is_empty()
+        && f.hunks.iter().all(|h| h.already_applied)
 }
 
 impl AffectedFile {
@@ -112,11 +139,47 @@ impl AffectedFile {
             (Operation::Move, Some(dest)) => (dest.clone(), Some(f.path.clone())),
             _ => (f.path.clone(), None),
         };
+        let evidence = f.total_lines.is_some();
+        let operation = if evidence && all_skipped(f) {
+            "unchanged"
+        } else {
+            f.operation.as_str()
+        };
+        let matched = matches!(f.operation, Operation::Update | Operation::Move) && evidence;
         Self {
             path,
             old_path,
-            operation: f.operation.as_str(),
+            operation,
+            revision: f.new_sha256.clone().filter(|_| evidence),
+            total_lines: f.total_lines,
+            changed_ranges: (evidence && f.operation != Operation::Delete).then(|| {
+                f.changed_ranges
+                    .iter()
+                    .map(super::changes::ChangedLines::of)
+                    .collect()
+            }),
+            match_quality: matched.then(|| {
+                f.hunks
+                    .iter()
+                    .filter(|h| !h.already_applied)
+                    .map(|h| h.matched_with)
+                    .max()
+                    .map_or("exact", quality)
+            }),
         }
+    }
+
+    /// The source of a move, listed as deleted (catalog 0.5).
+    fn moved_away(f: &FileChange) -> Option<Self> {
+        (f.operation == Operation::Move && f.total_lines.is_some()).then(|| Self {
+            path: f.path.clone(),
+            old_path: None,
+            operation: "delete",
+            revision: None,
+            total_lines: Some(0),
+            changed_ranges: None,
+            match_quality: None,
+        })
     }
 }
 
@@ -126,6 +189,12 @@ tool_result! {
         dry_run: bool,
         applied: bool,
         clean: bool,
+        /// Catalog 0.5: every operation was already in place.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        already_applied: Option<bool>,
+        /// Catalog 0.5: the digest behind each file's `revision`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        revision_algorithm: Option<&'static str>,
         additions: usize,
         removals: usize,
         summary: String,
@@ -146,16 +215,33 @@ fn unplanned_json(u: &Unplanned) -> Value {
 }
 
 fn render(report: &PatchReport) -> ToolSuccess {
+    // Evidence was asked for (catalog 0.5).
+    let evidence = report.files.iter().any(|f| f.total_lines.is_some());
     let added: usize = report.files.iter().map(|f| f.lines_added).sum();
     let removed: usize = report.files.iter().map(|f| f.lines_removed).sum();
-    let summary: Vec<String> = report.files.iter().map(summary_line).collect();
+    let summary: Vec<String> = report
+        .files
+        .iter()
+        .map(|f| {
+            if evidence && all_skipped(f) {
+                format!("= {}", f.path)
+            } else {
+                summary_line(f)
+            }
+        })
+        .collect();
+    let already_applied = evidence
+        && report
+            .files
+            .iter()
+            .all(|f| all_skipped(f) || (f.operation == Operation::Update && !f.would_change));
     let fuzzy: Vec<String> = report
         .files
         .iter()
         .flat_map(|f| {
             f.hunks
                 .iter()
-                .filter(|h| h.matched_with != ctm_patch_engine::Tier::Exact)
+                .filter(|h| h.matched_with != ctm_patch_engine::Tier::Exact && !h.already_applied)
                 .map(move |h| {
                     format!(
                         "hunk {} of {} matched at line {} ({})",
@@ -167,7 +253,12 @@ fn render(report: &PatchReport) -> ToolSuccess {
                 })
         })
         .collect();
-    let head = if report.dry_run {
+    let head = if already_applied {
+        format!(
+            "Nothing to change: the patch is already applied to {} file(s); nothing was written.",
+            report.files.len()
+        )
+    } else if report.dry_run {
         format!(
             "Dry run: the patch applies cleanly to {} file(s) (+{added} -{removed}); nothing was written.",
             report.files.len()
@@ -184,6 +275,31 @@ fn render(report: &PatchReport) -> ToolSuccess {
         text.push_str(&fuzzy.join("; "));
     }
     let mut warnings = fuzzy;
+    if evidence {
+        for f in &report.files {
+            let a = AffectedFile::of(f);
+            if let Some(line) = evidence_line(&a) {
+                text.push('\n');
+                text.push_str(&line);
+            }
+            let skipped: Vec<String> = f
+                .hunks
+                .iter()
+                .filter(|h| h.already_applied)
+                .map(|h| h.index.to_string())
+                .collect();
+            if !skipped.is_empty() {
+                let w = format!(
+                    "{}: hunk(s) {} already in the file were skipped",
+                    f.path,
+                    skipped.join(", ")
+                );
+                text.push('\n');
+                text.push_str(&w);
+                warnings.push(w);
+            }
+        }
+    }
     // The audited path may change what commands of safe mode may not; the
     // change is made (the call shows it whole) and flagged for the host.
     let flagged: Vec<&str> = report
@@ -202,10 +318,16 @@ fn render(report: &PatchReport) -> ToolSuccess {
         dry_run: report.dry_run,
         applied: report.applied,
         clean: true,
+        already_applied: evidence.then_some(already_applied),
+        revision_algorithm: evidence.then_some(ctm_patch_engine::REVISION_ALGORITHM),
         additions: added,
         removals: removed,
         summary: summary.join("\n"),
-        affected_files: report.files.iter().map(AffectedFile::of).collect(),
+        affected_files: report
+            .files
+            .iter()
+            .flat_map(|f| std::iter::once(AffectedFile::of(f)).chain(AffectedFile::moved_away(f)))
+            .collect(),
         files: report
             .files
             .iter()
@@ -214,6 +336,26 @@ fn render(report: &PatchReport) -> ToolSuccess {
         warnings,
     };
     ToolSuccess::new(text, &result)
+}
+
+/// Catalog 0.5's line of evidence for a file: its revision, lines, the
+/// ranges that changed, and a match that was not exact.
+fn evidence_line(a: &AffectedFile) -> Option<String> {
+    let revision = a.revision.as_deref()?;
+    let mut line = format!(
+        "{}: revision={revision} total_lines={}",
+        a.path,
+        a.total_lines.unwrap_or(0)
+    );
+    let ranges = super::changes::ranges_text(a.changed_ranges.as_deref().unwrap_or(&[]));
+    if !ranges.is_empty() {
+        line.push(' ');
+        line.push_str(&ranges);
+    }
+    if let Some(q) = a.match_quality.filter(|q| *q != "exact") {
+        line.push_str(&format!(" match_quality={q}"));
+    }
+    Some(line)
 }
 
 /// The warning of a change to files IDEs and agents load without asking.
@@ -275,7 +417,12 @@ pub async fn apply_patch(
 ) -> Result<ToolSuccess, ToolError> {
     let ApplyPatchArgs { patch, dry_run } = args;
     let engine: Arc<PatchEngine> = server.patch.clone();
-    let opts = super::changes::apply_options(ctx, dry_run);
+    // Catalog 0.5: a hunk already in the file is skipped, and each file's
+    // evidence is reported.
+    let v05 = server.served().version == crate::catalog::CatalogVersion::V05;
+    let opts = super::changes::apply_options(ctx, dry_run)
+        .with_skip_applied(v05)
+        .with_evidence(v05);
     let key = raw.get("idempotency_key").and_then(Value::as_str);
     super::changes::keyed(server, "apply_patch", key, raw, dry_run, ctx, async move {
         let report = tokio::task::spawn_blocking(move || engine.apply_detailed(&patch, &opts))

@@ -853,3 +853,107 @@ fn command_results_carry_the_operation_outcome() {
         }
     }
 }
+
+fn ap(patch: &str) -> Value {
+    json!(["apply_patch", {"patch": format!("*** Begin Patch\n{patch}*** End Patch\n")}])
+}
+
+/// `apply_patch` of catalog 0.5: each file's evidence (revision, lines,
+/// changed ranges, the loosest match), hunks already in the file skipped,
+/// a patch sent twice answered as already applied, a whitespace-blind match
+/// that indents added lines as the file indents the hunk.
+#[test]
+fn apply_patch_reports_evidence_and_skips_what_is_applied() {
+    let update = "*** Update File: a.txt\n@@\n one\n-two\n+TWO\n three\n";
+    let py = "def greet(name):\n    msg = 'hello ' + name\n    print(msg)\n    return msg\n";
+    let cases = vec![
+        json!({"name": "an update, then the same patch again", "files": {"a.txt": FIVE},
+            "steps": [ap(update), ap(update), rd("a.txt")],
+            "expect": ["ok", "ok", "ok"], "after": {"a.txt": "one\nTWO\nthree\nfour\nfive\n"}}),
+        json!({"name": "one hunk applied, one not", "files": {"a.txt": "line 1\nLINE 2\nline 3\nline 4\nline 5\n"},
+            "steps": [ap("*** Update File: a.txt\n@@\n line 1\n-line 2\n+LINE 2\n line 3\n@@\n line 4\n-line 5\n+LINE 5\n")],
+            "expect": ["ok"], "after": {"a.txt": "line 1\nLINE 2\nline 3\nline 4\nLINE 5\n"}}),
+        json!({"name": "add, delete, move", "files": {"a.txt": FIVE, "b.txt": "b\n"},
+            "steps": [ap("*** Add File: d/new.txt\n+hello\n+world\n*** Delete File: b.txt\n*** Update File: a.txt\n*** Move to: m/a2.txt\n@@\n one\n-two\n+TWO\n three\n")],
+            "expect": ["ok"], "after": {"d/new.txt": "hello\nworld\n", "b.txt": null, "a.txt": null, "m/a2.txt": "one\nTWO\nthree\nfour\nfive\n"}}),
+        json!({"name": "trailing whitespace", "files": {"a.txt": "one  \ntwo\t\nthree \n"},
+            "steps": [ap(update)], "expect": ["ok"], "after": {"a.txt": "one  \nTWO\nthree \n"}}),
+        json!({"name": "a hunk indented less than the file", "files": {"m.py": py},
+            "steps": [ap("*** Update File: m.py\n@@\n   msg = 'hello ' + name\n-  print(msg)\n+  if msg:\n+      print(msg)\n   return msg\n")],
+            "expect": ["ok"], "after": {"m.py": "def greet(name):\n    msg = 'hello ' + name\n    if msg:\n        print(msg)\n    return msg\n"}}),
+        json!({"name": "lines shifted unevenly are not found", "files": {"m.py": py},
+            "steps": [ap("*** Update File: m.py\n@@\n  msg = 'hello ' + name\n-print(msg)\n+  print(msg)\n")],
+            "expect": ["PATCH_CONTEXT_NOT_FOUND"], "after": {"m.py": py}}),
+    ];
+    let reference = reference();
+    let files_of = |a: &Value| json!({"already_applied": sc(a)["already_applied"], "summary": sc(a)["summary"], "affected_files": sc(a)["affected_files"]});
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let ours = run(&case, &|ws| Client::ours(ws, "safe"));
+        let expect: Vec<&str> = case["expect"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(ours.outcomes, expect, "{name}: {:?}", ours.answers);
+        assert_eq!(Value::Object(ours.after.clone()), case["after"], "{name}");
+        for a in ours
+            .answers
+            .iter()
+            .filter(|a| outcome(a) == "ok" && sc(a).get("affected_files").is_some())
+        {
+            assert_eq!(sc(a)["revision_algorithm"], "sha256", "{name}");
+            for f in sc(a)["affected_files"].as_array().unwrap() {
+                if f["operation"] != "delete" {
+                    assert!(
+                        f["revision"].is_string() && f["changed_ranges"].is_array(),
+                        "{name}: {f}"
+                    );
+                }
+            }
+        }
+        if let Some(bin) = &reference {
+            let theirs = run(&case, &|ws| Client::reference(bin, ws, "safe"));
+            assert_eq!(
+                ours.outcomes, theirs.outcomes,
+                "{name}: beside the reference 0.5.0"
+            );
+            assert_eq!(
+                ours.after, theirs.after,
+                "{name}: bytes beside the reference 0.5.0"
+            );
+            for (o, t) in ours.answers.iter().zip(&theirs.answers) {
+                if outcome(o) == "ok" && sc(o).get("affected_files").is_some() {
+                    assert_eq!(
+                        files_of(o),
+                        files_of(t),
+                        "{name}: evidence beside the reference 0.5.0"
+                    );
+                }
+            }
+        }
+    }
+    // The same patch sent twice says so.
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), FIVE).unwrap();
+    let mut c = Client::ours(ws.path(), "safe");
+    let (_, again) = (
+        c.call("apply_patch", ap(update)[1].clone()),
+        c.call("apply_patch", ap(update)[1].clone()),
+    );
+    assert_eq!(
+        (
+            sc(&again)["already_applied"].as_bool(),
+            sc(&again)["summary"].as_str()
+        ),
+        (Some(true), Some("= a.txt"))
+    );
+    // The contract's catalog keeps its verdict: the context is not there
+    // (a conflict, when the same server made the earlier change).
+    let mut v03 = Client::start(command(ws.path(), &[]).arg("--stdio"));
+    assert_eq!(
+        outcome(&v03.call("apply_patch", ap(update)[1].clone())),
+        "PATCH_CONTEXT_NOT_FOUND"
+    );
+}
