@@ -135,6 +135,16 @@ impl DiffOutcome {
     }
 }
 
+/// An untracked file, as the unstaged diff takes it.
+enum Untracked {
+    /// Read whole.
+    File(Side),
+    /// Larger than the diff's whole answer: listed, not read.
+    TooLarge,
+    /// Not a regular file (or gone).
+    Skipped,
+}
+
 /// One side of a file change.
 #[derive(Clone)]
 pub(crate) struct Side {
@@ -656,8 +666,26 @@ impl GitRepo {
                 ));
                 continue;
             }
-            let Some(new) = self.untracked_side(&path, kind)? else {
-                continue;
+            let new = match self.untracked_side(&path, kind, opts.max_bytes)? {
+                Untracked::File(new) => new,
+                Untracked::Skipped => continue,
+                Untracked::TooLarge => {
+                    // Larger than the whole answer: listed, left out, unread.
+                    size = usize::MAX;
+                    parts.push((
+                        String::new(),
+                        FileDiff {
+                            path,
+                            old_path: None,
+                            status: 'A',
+                            binary: false,
+                            added: 0,
+                            removed: 0,
+                            included: false,
+                        },
+                    ));
+                    continue;
+                }
             };
             let r = render_file(&repo, None, Some(&new), opts.context_lines, None);
             size += r.0.len();
@@ -666,23 +694,33 @@ impl GitRepo {
         Ok(assemble(parts, opts.max_bytes))
     }
 
-    /// An untracked regular file as the new side of an addition. `None`
-    /// for anything else (links are not read: the boundary opens files
-    /// without following them), or a file gone since the walk.
+    /// An untracked regular file as the new side of an addition, read
+    /// through the workspace boundary and at most `max_bytes` of it.
+    /// Anything else is skipped (links are not read), as is a file gone
+    /// since the walk.
     fn untracked_side(
         &self,
         path: &str,
         kind: Option<gix::dir::entry::Kind>,
-    ) -> Result<Option<Side>, GitError> {
+        max_bytes: usize,
+    ) -> Result<Untracked, GitError> {
         use gix::dir::entry::Kind;
         let wp = self.ws.resolve_lexically(path)?;
         let (data, mode) = match kind {
             Some(Kind::File) => {
-                let Ok((mut f, _)) = self.ws.open_beneath(&wp) else {
-                    return Ok(None);
+                // A FIFO or device swapped in since the walk is not read.
+                let Ok((f, ctm_workspace_fs::Kind::File)) = self.ws.open_beneath(&wp) else {
+                    return Ok(Untracked::Skipped);
                 };
                 let mut data = Vec::new();
-                std::io::Read::read_to_end(&mut f, &mut data).map_err(GitError::git)?;
+                let limit = u64::try_from(max_bytes)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(1);
+                std::io::Read::read_to_end(&mut std::io::Read::take(&f, limit), &mut data)
+                    .map_err(GitError::git)?;
+                if data.len() > max_bytes {
+                    return Ok(Untracked::TooLarge);
+                }
                 let meta = f.metadata().map_err(GitError::git)?;
                 use std::os::unix::fs::PermissionsExt;
                 let mode = if meta.permissions().mode() & 0o111 != 0 {
@@ -692,11 +730,11 @@ impl GitRepo {
                 };
                 (data, mode)
             }
-            _ => return Ok(None),
+            _ => return Ok(Untracked::Skipped),
         };
         let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::object::Kind::Blob, &data)
             .map_err(GitError::git)?;
-        Ok(Some(Side {
+        Ok(Untracked::File(Side {
             path: path.to_owned(),
             data,
             mode,

@@ -530,9 +530,10 @@ fn leftovers(dir: &Path) -> Vec<String> {
     out
 }
 
-/// SIGKILL at spread-out moments during 20-file commits, 100 times: every
-/// file is wholly old or wholly new after each kill, the next start sweeps
-/// the leftovers of the dead servers, and the next patch works.
+/// SIGKILL at spread-out moments during 20-file commits, 100 times (every
+/// other one an `apply_changes` of catalog 0.5, on the same commit path):
+/// every file is wholly old or wholly new after each kill, the next start
+/// sweeps the leftovers of the dead servers, and the next patch works.
 #[test]
 fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
     let ws = workspace();
@@ -553,6 +554,16 @@ fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
     for (i, body) in old.iter().enumerate() {
         std::fs::write(ws.path().join(format!("f{i:02}.txt")), body).unwrap();
     }
+    // The revisions of the old files, for apply_changes.
+    let old_revisions: Vec<String> = (0..20)
+        .map(|i| sha256_of(&ws.path().join(format!("f{i:02}.txt"))))
+        .collect();
+    let changes: Vec<Value> = (0..20)
+        .map(|i| {
+            json!({"action": "edit", "path": format!("f{i:02}.txt"), "revision": old_revisions[i],
+                "edits": [{"op": "replace", "start_line": 1501, "content": format!("file {i} line 1500 changed")}]})
+        })
+        .collect();
     let patch = |from: &str, to: &str| {
         let mut p = String::from("*** Begin Patch\n");
         for i in 0..20 {
@@ -572,6 +583,12 @@ fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
         let took = started.elapsed();
         assert_eq!(r["isError"], false, "{r}");
         let r = patch_call(&mut s, &patch(" changed", ""), false);
+        assert_eq!(r["isError"], false, "{r}");
+        // The changes of the apply_changes trials apply (and are undone).
+        let mut c = StdioServer::start(ws.path(), &["--catalog", "0.5"]);
+        let r = c.request(&call(1, "apply_changes", json!({"changes": changes})))["result"].clone();
+        assert_eq!(r["isError"], false, "{r}");
+        let r = patch_call(&mut c, &patch(" changed", ""), false);
         assert_eq!(r["isError"], false, "{r}");
         took.as_micros() as u64 * 5 / 4 + 1
     };
@@ -593,7 +610,15 @@ fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
             mixed += 1;
         }
         // Bring every file to one state with a patch that matches it.
-        let mut s = StdioServer::start(ws.path(), &[]);
+        let by_changes = trial % 2 == 1;
+        let mut s = StdioServer::start(
+            ws.path(),
+            if by_changes {
+                &["--catalog", "0.5"]
+            } else {
+                &[]
+            },
+        );
         if state.iter().any(|s| *s) {
             let mut fix = String::from("*** Begin Patch\n");
             for (i, is_new) in state.iter().enumerate() {
@@ -613,11 +638,15 @@ fn sigkill_mid_commit_leaves_every_file_whole_and_restart_sweeps() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let delay = std::time::Duration::from_micros(seed % window);
-        s.send(&call(
-            2,
-            "apply_patch",
-            json!({"patch": patch("", " changed")}),
-        ));
+        if by_changes {
+            s.send(&call(2, "apply_changes", json!({"changes": changes})));
+        } else {
+            s.send(&call(
+                2,
+                "apply_patch",
+                json!({"patch": patch("", " changed")}),
+            ));
+        }
         std::thread::sleep(delay);
         let _ = s.child.kill();
         let _ = s.child.wait();
