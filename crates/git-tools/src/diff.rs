@@ -389,12 +389,29 @@ pub(crate) fn render_file(
 }
 
 /// Joins per-file patches within `max_bytes`, at file boundaries.
+/// An added file left out of a diff unread: it would pass `max_bytes`.
+fn unread_addition(path: String) -> (String, FileDiff) {
+    let f = FileDiff {
+        path,
+        old_path: None,
+        status: 'A',
+        binary: false,
+        added: 0,
+        removed: 0,
+        included: false,
+    };
+    (String::new(), f)
+}
+
 fn assemble(parts: Vec<(String, FileDiff)>, max_bytes: usize) -> DiffOutcome {
     let mut text = String::new();
     let mut files = Vec::new();
     let mut truncated = false;
     for (patch, mut f) in parts {
-        if truncated {
+        if !f.included {
+            // Left out unread before assembling.
+            truncated = true;
+        } else if truncated {
             f.included = false;
         } else if text.len() + patch.len() <= max_bytes {
             text.push_str(&patch);
@@ -652,18 +669,7 @@ impl GitRepo {
         let mut size: usize = parts.iter().map(|p| p.0.len()).sum();
         for (path, kind) in added {
             if size > opts.max_bytes {
-                parts.push((
-                    String::new(),
-                    FileDiff {
-                        path,
-                        old_path: None,
-                        status: 'A',
-                        binary: false,
-                        added: 0,
-                        removed: 0,
-                        included: false,
-                    },
-                ));
+                parts.push(unread_addition(path));
                 continue;
             }
             let new = match self.untracked_side(&path, kind, opts.max_bytes)? {
@@ -672,18 +678,7 @@ impl GitRepo {
                 Untracked::TooLarge => {
                     // Larger than the whole answer: listed, left out, unread.
                     size = usize::MAX;
-                    parts.push((
-                        String::new(),
-                        FileDiff {
-                            path,
-                            old_path: None,
-                            status: 'A',
-                            binary: false,
-                            added: 0,
-                            removed: 0,
-                            included: false,
-                        },
-                    ));
+                    parts.push(unread_addition(path));
                     continue;
                 }
             };

@@ -697,6 +697,17 @@ fn git_diff_shows_untracked_files_in_catalog_05() {
     );
     assert!(!d.contains("ignored.log"), "{d}");
     assert_eq!(sc(&with)["include_untracked"], true);
+    // An untracked file larger than the answer is listed, unread.
+    std::fs::write(ws.path().join("big.txt"), "x".repeat(20_000)).unwrap();
+    let cut = c.call("git_diff", json!({"max_bytes": 1000}));
+    assert_eq!(sc(&cut)["truncated"], true, "{cut}");
+    assert!(
+        !sc(&cut)["diff"].as_str().unwrap().contains("xxxx"),
+        "{cut}"
+    );
+    let text = cut["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("big.txt"), "{text}");
+    std::fs::remove_file(ws.path().join("big.txt")).unwrap();
     let without = c.call("git_diff", json!({"include_untracked": false}));
     assert!(!sc(&without)["diff"].as_str().unwrap().contains("untracked"));
     // The contract's catalog has no such property, and shows tracked files only.
