@@ -72,7 +72,7 @@ pub use policy::{GateState, Gates, Permission, PermissionMode, Refusal, classify
 pub use pool::{
     DEFAULT_MAX_OUTPUT_BYTES, Delta, ExecConfig, ExecError, ExecRequest, ExecRuntime,
     ExecRuntimeBuilder, GitSealStatus, KillOptions, KillOutcome, KillStatus, OutputPage, PoolStats,
-    Snapshot, Status, Stream, TierReport, WaitEnd, WaitOptions,
+    Snapshot, Status, Stream, TierReport, WaitEnd, WaitOptions, WorkspaceWrites,
 };
 pub use roots::{
     SYSTEM_READ_ROOTS, Toolchains, discover as discover_toolchains, split_allow_roots,

@@ -417,6 +417,9 @@ pub(crate) struct Plan<'a> {
     /// The system `bwrap`; `None`: the helper builds the sandbox itself.
     pub bwrap: Option<&'a Path>,
     pub workspace: &'a Path,
+    /// Commands see the workspace read-only but for `write_paths`.
+    pub workspace_read_only: bool,
+    pub write_paths: &'a [PathBuf],
     pub runtime: Option<&'a Path>,
     /// Read roots that the private `/tmp` and `/run` would hide.
     pub hidden_roots: &'a [PathBuf],
@@ -499,7 +502,14 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
     if let Some(rt) = p.runtime {
         push(&[&"--bind", &rt, &rt]);
     }
-    push(&[&"--bind", &p.workspace, &p.workspace]);
+    if p.workspace_read_only {
+        push(&[&"--ro-bind", &p.workspace, &p.workspace]);
+        for w in p.write_paths {
+            push(&[&"--bind", w, w]);
+        }
+    } else {
+        push(&[&"--bind", &p.workspace, &p.workspace]);
+    }
     if let Some(h) = p.hide {
         push(&[&"--size", &"4096", &"--tmpfs", &h, &"--remount-ro", &h]);
     }

@@ -335,6 +335,40 @@ pub struct ExecConfig {
     pub allow_roots: Vec<PathBuf>,
     /// The namespace tier: asked for or not, git sealing, its entry program.
     pub sandbox: SandboxConfig,
+    /// Whether commands may write the workspace.
+    pub workspace_writes: WorkspaceWrites,
+}
+
+/// Whether commands may write the workspace (`--workspace-mutation`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum WorkspaceWrites {
+    /// They may (the default).
+    #[default]
+    Unrestricted,
+    /// They see it read-only but for these directories (absolute, beneath
+    /// the workspace, checked by the caller; made when the first command
+    /// starts): only the audited mutators of the host write the rest.
+    /// Enforced by Landlock (both tiers) and by a read-only mount (the
+    /// namespace tier).
+    StructuredOnly {
+        /// The directories commands may still write.
+        write_paths: Vec<PathBuf>,
+    },
+}
+
+impl WorkspaceWrites {
+    /// The workspace is read-only to commands.
+    pub fn structured_only(&self) -> bool {
+        matches!(self, Self::StructuredOnly { .. })
+    }
+
+    /// The directories commands may write in a read-only workspace.
+    pub fn write_paths(&self) -> &[PathBuf] {
+        match self {
+            Self::Unrestricted => &[],
+            Self::StructuredOnly { write_paths } => write_paths,
+        }
+    }
 }
 
 impl ExecConfig {
@@ -348,6 +382,7 @@ impl ExecConfig {
             budget: RetentionBudget::default(),
             allow_roots: Vec::new(),
             sandbox: SandboxConfig::default(),
+            workspace_writes: WorkspaceWrites::default(),
         }
     }
 }
@@ -1107,10 +1142,26 @@ impl ExecRuntime {
                 cfg.gates
                     .landlock
                     .then(|| {
-                        let write = write_roots_of(&self.inner.workspace, &self.inner.dirs);
+                        let writes = &cfg.workspace_writes;
+                        let mut read = self.inner.toolchains.read_roots.clone();
+                        let workspace = if writes.structured_only() {
+                            read.push(self.inner.workspace.root().to_path_buf());
+                            make_write_paths(writes.write_paths())
+                        } else {
+                            vec![self.inner.workspace.root().to_path_buf()]
+                        };
+                        let runtime: Vec<PathBuf> = self
+                            .inner
+                            .dirs
+                            .as_ref()
+                            .ok()
+                            .map(|d| d.root().to_path_buf())
+                            .into_iter()
+                            .collect();
                         SandboxRoots::open(
-                            &self.inner.toolchains.read_roots,
-                            &write,
+                            &read,
+                            &workspace,
+                            &runtime,
                             cfg.gates.network == GateState::Blocked && !self.namespace_tier(),
                         )
                     })
@@ -1119,9 +1170,21 @@ impl ExecRuntime {
             .as_ref()
     }
 
-    /// Where commands may write (workspace and runtime directory).
+    /// Where commands may write: the workspace (or, when it is read-only
+    /// to them, its write paths) and the runtime directory.
     pub fn write_roots(&self) -> Vec<PathBuf> {
-        write_roots_of(&self.inner.workspace, &self.inner.dirs)
+        let mut v = write_roots_of(&self.inner.workspace, &self.inner.dirs);
+        let writes = &self.inner.cfg.workspace_writes;
+        if writes.structured_only() {
+            v.remove(0);
+            v.splice(0..0, writes.write_paths().iter().cloned());
+        }
+        v
+    }
+
+    /// Whether commands may write the workspace.
+    pub fn workspace_writes(&self) -> &WorkspaceWrites {
+        &self.inner.cfg.workspace_writes
     }
 
     fn new_id(&self) -> String {
@@ -1516,8 +1579,10 @@ impl ExecRuntime {
         let status_fd = status_w.as_raw_fd();
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
         let ws_root = self.inner.workspace.root().to_path_buf();
-        let seal_plan =
-            (ns && self.inner.cfg.sandbox.seal_git).then(|| crate::gitseal::plan(&ws_root));
+        // A workspace read-only to commands needs no seal of its `.git`.
+        let read_only = self.inner.cfg.workspace_writes.structured_only();
+        let seal_plan = (ns && self.inner.cfg.sandbox.seal_git && !read_only)
+            .then(|| crate::gitseal::plan(&ws_root));
         let (seal_job, mut ns_setup) = match (&seal_plan, self.seal_root()) {
             (Some(plan), Ok(root)) if plan.overlay.is_some() => {
                 let n = self
@@ -1663,9 +1728,12 @@ impl ExecRuntime {
                     )
                 });
                 let ruleset_fd = sandbox.as_ref().map_or(-1, |s| s.ruleset_fd());
+                let write_paths = make_write_paths(self.inner.cfg.workspace_writes.write_paths());
                 let plan = namespace::Plan {
                     bwrap,
                     workspace: self.inner.workspace.root(),
+                    workspace_read_only: read_only,
+                    write_paths: &write_paths,
                     runtime: runtime.as_deref(),
                     hidden_roots: &self.inner.hidden_roots,
                     unshare_net: gates.network == GateState::Blocked,
@@ -2083,6 +2151,21 @@ fn spawn_error(e: impl Into<std::io::Error>) -> ExecError {
 struct LandlockRuleset(#[source] std::io::Error);
 
 /// The workspace first, then the runtime directory (if there is one).
+/// Makes the write paths of a read-only workspace that are missing; keeps
+/// those that are directories beneath it after that (a symlink swapped in
+/// for one is left out: its target would become writable).
+fn make_write_paths(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter(|p| {
+            let _ = std::fs::create_dir_all(p);
+            std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+                && p.canonicalize().is_ok_and(|c| c == **p)
+        })
+        .cloned()
+        .collect()
+}
+
 fn write_roots_of(
     ws: &Workspace,
     dirs: &Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,

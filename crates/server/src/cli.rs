@@ -159,6 +159,23 @@ pub struct Cli {
     #[arg(long, env = "CODING_TOOLS_MCP_ALLOW_OTHER_USERS", value_parser = truthy_parser())]
     pub allow_other_users: bool,
 
+    /// Whether commands may write the workspace: unrestricted, or
+    /// structured-only (commands see it read-only; only apply_patch and
+    /// apply_changes write it, and commands the --write-path directories)
+    #[arg(long, env = "CODING_TOOLS_MCP_WORKSPACE_MUTATION", value_enum, default_value_t = WorkspaceMutation::Unrestricted, ignore_case = true)]
+    pub workspace_mutation: WorkspaceMutation,
+
+    /// With --workspace-mutation structured-only: a workspace directory
+    /// commands may still write, made when the first command starts
+    /// (repeatable; CODING_TOOLS_MCP_WRITE_PATHS is `:`-separated)
+    #[arg(
+        long = "write-path",
+        env = "CODING_TOOLS_MCP_WRITE_PATHS",
+        value_name = "DIR",
+        value_delimiter = ':'
+    )]
+    pub write_paths: Vec<PathBuf>,
+
     /// The tool catalog: 0.3 (the v0.3 contract's 18 tools) or 0.5 (the
     /// reference 0.5.0's: apply_changes, file revisions, idempotency keys)
     #[arg(long, env = "CODING_TOOLS_MCP_CATALOG", value_name = "VERSION", default_value = "0.3", value_parser = ["0.3", "0.5"])]
@@ -257,6 +274,13 @@ pub enum SandboxTier {
     Landlock,
 }
 
+/// `--workspace-mutation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkspaceMutation {
+    Unrestricted,
+    StructuredOnly,
+}
+
 /// `--auth-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AuthMode {
@@ -337,6 +361,9 @@ pub struct Config {
     pub view_image: bool,
     /// The catalog served.
     pub catalog: crate::catalog::CatalogVersion,
+    pub workspace_mutation: WorkspaceMutation,
+    /// Workspace-relative, as given (resolved at start-up).
+    pub write_paths: Vec<PathBuf>,
     pub dangerously_skip_all_permissions: bool,
     pub fake_readonly_annotations: bool,
     pub max_wait_secs: u64,
@@ -423,6 +450,13 @@ fn parse_env_set(json: &str) -> Result<std::collections::BTreeMap<String, String
 impl Cli {
     /// Checks the combinations; the error is the one-line reason for exit 2.
     pub fn validate(self, trace_env: Option<&str>) -> Result<Config, String> {
+        if self.workspace_mutation != WorkspaceMutation::StructuredOnly
+            && self.write_paths.iter().any(|p| !p.as_os_str().is_empty())
+        {
+            return Err(
+                "--write-path (CODING_TOOLS_MCP_WRITE_PATHS) needs --workspace-mutation structured-only: without it commands write the whole workspace".into(),
+            );
+        }
         let mode = match (self.permission_mode, self.dangerously_skip_all_permissions) {
             (Some(m), true) if m != PermissionMode::Dangerous => {
                 return Err(format!(
@@ -586,6 +620,12 @@ impl Cli {
             allow_network: self.allow_network,
             allow_other_users: self.allow_other_users,
             view_image: self.enable_view_image,
+            workspace_mutation: self.workspace_mutation,
+            write_paths: self
+                .write_paths
+                .into_iter()
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect(),
             catalog: match self.catalog.as_str() {
                 "0.5" => crate::catalog::CatalogVersion::V05,
                 _ => crate::catalog::CatalogVersion::V03,

@@ -117,6 +117,13 @@ pub fn run_command_line() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let workspace_writes = match workspace_writes(&config, &workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("coding-tools-mcp: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let trace = match open_trace(&config) {
         Ok(t) => t,
         Err(e) => {
@@ -210,7 +217,13 @@ pub fn run_command_line() -> ExitCode {
         None
     };
     let configured_runtime_root = config.runtime_root.is_some();
-    let server = Arc::new(Server::new(config, workspace, trace, metrics));
+    let server = Arc::new(Server::new(
+        config,
+        workspace,
+        workspace_writes,
+        trace,
+        metrics,
+    ));
     if configured_runtime_root && let Err(e) = &server.runtime_dirs {
         eprintln!("coding-tools-mcp: error: {e}");
         return ExitCode::from(2);
@@ -333,6 +346,65 @@ fn default_stop_signals() {
         ctm_exec_runtime::Signal::Term,
         ctm_exec_runtime::Signal::Hup,
     ]);
+}
+
+/// What `--workspace-mutation` and `--write-path` make of the workspace:
+/// each write path resolved beneath the root (one that escapes it is left
+/// out, with a warning, as the reference 0.5.0 does); the root itself, a
+/// git directory or an entry IDEs and agents load without asking (or a
+/// path inside one), and an existing file are refused.
+fn workspace_writes(
+    config: &cli::Config,
+    workspace: &ctm_workspace_fs::Workspace,
+) -> Result<ctm_exec_runtime::WorkspaceWrites, String> {
+    if config.workspace_mutation != cli::WorkspaceMutation::StructuredOnly {
+        return Ok(ctm_exec_runtime::WorkspaceWrites::Unrestricted);
+    }
+    let root = workspace.root();
+    let mut write_paths = Vec::new();
+    for given in &config.write_paths {
+        let mut rel = std::path::PathBuf::new();
+        let mut escapes = given.is_absolute() && !given.starts_with(root);
+        let relative = given.strip_prefix(root).unwrap_or(given);
+        for c in relative.components() {
+            match c {
+                std::path::Component::Normal(n) => rel.push(n),
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir if rel.pop() => {}
+                _ => escapes = true,
+            }
+        }
+        if escapes {
+            tracing::warn!(path = %given.display(), "--write-path outside the workspace is ignored");
+            continue;
+        }
+        let first = rel
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let Some(first) = first else {
+            return Err(format!(
+                "--write-path {}: the workspace root; structured-only would let commands write all of it",
+                given.display()
+            ));
+        };
+        if rel.components().any(|c| c.as_os_str() == ".git")
+            || ctm_exec_runtime::NEVER_WRITABLE.contains(&first.as_str())
+        {
+            return Err(format!(
+                "--write-path {}: commands may not write git directories or what IDEs and agents load without asking",
+                given.display()
+            ));
+        }
+        let abs = root.join(&rel);
+        match std::fs::symlink_metadata(&abs) {
+            Ok(m) if !m.is_dir() => {
+                return Err(format!("--write-path {}: not a directory", given.display()));
+            }
+            _ => write_paths.push(abs),
+        }
+    }
+    Ok(ctm_exec_runtime::WorkspaceWrites::StructuredOnly { write_paths })
 }
 
 /// The names of every tool of the catalog, `view_image` included, in

@@ -56,6 +56,7 @@ impl Server {
     pub fn new(
         config: Config,
         workspace: Workspace,
+        workspace_writes: ctm_exec_runtime::WorkspaceWrites,
         trace: Trace,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
@@ -134,6 +135,7 @@ impl Server {
                 seal_git: config.permission_mode == PermissionMode::Safe,
                 helper: std::env::current_exe().ok(),
             },
+            workspace_writes,
         })
         .subreaper(true)
         .build(workspace.clone(), runtime_dirs.clone());

@@ -95,12 +95,18 @@ fn open_path(p: &Path) -> Option<(OwnedFd, bool)> {
 
 impl SandboxRoots {
     /// Opens the roots that exist: read and execute beneath `read_roots`,
-    /// everything but device nodes and device ioctls beneath `write_roots`
-    /// (the first, the workspace, without FIFOs either),
+    /// everything but device nodes and device ioctls beneath `workspace`
+    /// (the workspace, or the write paths of a workspace read-only to
+    /// commands: without FIFOs either) and `runtime`,
     /// read and write of the standard devices; with `deny_tcp`, TCP connect
     /// and bind refused.
     /// None where the kernel has no Landlock.
-    pub fn open(read_roots: &[PathBuf], write_roots: &[PathBuf], deny_tcp: bool) -> Option<Self> {
+    pub fn open(
+        read_roots: &[PathBuf],
+        workspace: &[PathBuf],
+        runtime: &[PathBuf],
+        deny_tcp: bool,
+    ) -> Option<Self> {
         if !support().available {
             return None;
         }
@@ -132,7 +138,6 @@ impl SandboxRoots {
             }
         }
         let reads: Vec<PathBuf> = reads.into_iter().cloned().collect();
-        let (workspace, runtime) = write_roots.split_at(write_roots.len().min(1));
         let groups: [(&[PathBuf], u64); 3] =
             [(&reads, read), (workspace, no_fifo), (runtime, write)];
         for (paths, access) in groups {

@@ -18,7 +18,8 @@ impl SandboxRoots {
     /// None: this build has no Landlock.
     pub fn open(
         _read_roots: &[PathBuf],
-        _write_roots: &[PathBuf],
+        _workspace: &[PathBuf],
+        _runtime: &[PathBuf],
         _deny_tcp: bool,
     ) -> Option<Self> {
         None

@@ -1148,6 +1148,9 @@ tool_result! {
     /// What `check_exec_environment` answers: the reference's flat fields,
     /// then ours.
     pub struct CheckExecEnvironmentResult {
+        /// Catalog 0.5, or a workspace read-only to commands.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        workspace_mutation_policy: Option<WorkspaceMutationPolicy>,
         workspace: WirePath,
         permission_mode: &'static str,
         network_allowed: bool,
@@ -1312,6 +1315,88 @@ pub fn sandbox_report(server: &Server, full: bool) -> SandboxReport {
     }
 }
 
+tool_result! {
+    /// Whether commands may write the workspace (`--workspace-mutation`),
+    /// and whether the kernel holds them to it.
+    pub struct WorkspaceMutationPolicy {
+        mode: &'static str,
+        /// Workspace-relative directories commands may still write.
+        write_paths: Vec<String>,
+        enforced: bool,
+        /// `landlock` (in either tier), `namespace` (the read-only mount
+        /// alone), or `none`.
+        enforced_by: &'static str,
+        structured_write_tools: Vec<&'static str>,
+        warnings: Vec<String>,
+    }
+}
+
+/// The report of `--workspace-mutation`: in catalog 0.5 always, else when
+/// the workspace is read-only to commands.
+pub fn workspace_mutation_policy(server: &Server) -> Option<WorkspaceMutationPolicy> {
+    let writes = server.exec.workspace_writes();
+    let v05 = server.served().version == crate::catalog::CatalogVersion::V05;
+    if !v05 && !writes.structured_only() {
+        return None;
+    }
+    let tools = if v05 {
+        vec!["apply_changes", "apply_patch"]
+    } else {
+        vec!["apply_patch"]
+    };
+    let root = server.workspace.root();
+    let write_paths = writes
+        .write_paths()
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+        .collect();
+    if !writes.structured_only() {
+        return Some(WorkspaceMutationPolicy {
+            mode: "unrestricted",
+            write_paths,
+            enforced: true,
+            enforced_by: "none",
+            structured_write_tools: tools,
+            warnings: Vec::new(),
+        });
+    }
+    let ll = landlock_support();
+    // Truncation is refused from ABI 3 on; below, a command could empty
+    // a file it may only read.
+    let landlock = server.gates().landlock && ll.truncate();
+    let mount = server.exec.tier().tier == "namespace";
+    let (enforced_by, warnings) = match (landlock, mount) {
+        (true, _) => ("landlock", Vec::new()),
+        (false, true) => ("namespace", Vec::new()),
+        (false, false) => (
+            "none",
+            vec![format!(
+                "commands can still write the workspace: {}",
+                if server.gates().landlock {
+                    format!(
+                        "Landlock {} here and the namespace tier is not in use",
+                        if ll.available {
+                            "cannot refuse truncation (ABI < 3)"
+                        } else {
+                            "is unavailable"
+                        }
+                    )
+                } else {
+                    "dangerous mode runs commands unconfined".to_owned()
+                }
+            )],
+        ),
+    };
+    Some(WorkspaceMutationPolicy {
+        mode: "structured-only",
+        write_paths,
+        enforced: enforced_by != "none",
+        enforced_by,
+        structured_write_tools: tools,
+        warnings,
+    })
+}
+
 pub fn check_exec_environment(server: &Server, args: &InfoArgs) -> ToolSuccess {
     let full = args.detail == Detail::Full;
     let g = server.gates();
@@ -1346,10 +1431,26 @@ pub fn check_exec_environment(server: &Server, args: &InfoArgs) -> ToolSuccess {
             String::new()
         }
     );
+    let text = match workspace_mutation_policy(server).filter(|p| p.mode != "unrestricted") {
+        Some(p) if p.enforced => format!(
+            "{text} | workspace read-only to commands ({}){}",
+            p.enforced_by,
+            if p.write_paths.is_empty() {
+                String::new()
+            } else {
+                format!(" but {}", p.write_paths.join(", "))
+            }
+        ),
+        Some(_) => {
+            format!("{text} | structured-only NOT enforced: commands can write the workspace")
+        }
+        None => text,
+    };
     // The reference's flat fields first; ours add detail beside them.
     let env = super::server_info::exec_environment(server);
     let policy = &server.config.env_policy;
     let result = CheckExecEnvironmentResult {
+        workspace_mutation_policy: workspace_mutation_policy(server),
         workspace: env.workspace,
         permission_mode: env.permission_mode,
         network_allowed: env.network_allowed,
@@ -1382,10 +1483,12 @@ pub fn check_exec_environment(server: &Server, args: &InfoArgs) -> ToolSuccess {
             enforced_for_commands: confined,
             reason: ll.reason.clone(),
             writable: confined.then(|| {
-                vec![
-                    Some(server.workspace.root().into()),
-                    server.runtime_dirs.as_ref().ok().map(|d| d.root().into()),
-                ]
+                server
+                    .exec
+                    .write_roots()
+                    .iter()
+                    .map(|p| Some(p.as_path().into()))
+                    .collect()
             }),
         }),
         environment: full.then(|| EnvironmentReport {

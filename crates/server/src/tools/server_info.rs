@@ -295,6 +295,9 @@ tool_result! {
         /// Catalog 0.5: the repeat-failure breaker.
         #[serde(skip_serializing_if = "Option::is_none")]
         repeat_failure_breaker: Option<BreakerReport>,
+        /// Catalog 0.5, or a workspace read-only to commands.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        workspace_mutation_policy: Option<super::exec::WorkspaceMutationPolicy>,
         annotation_override: Option<AnnotationOverride>,
         auth_enabled: bool,
         dangerously_skip_all_permissions: bool,
@@ -386,6 +389,7 @@ pub fn run(server: &Server, args: &InfoArgs) -> ToolSuccess {
         catalog: Some(server.served().version)
             .filter(|v| *v != crate::catalog::CatalogVersion::V03)
             .map(crate::catalog::CatalogVersion::as_str),
+        workspace_mutation_policy: super::exec::workspace_mutation_policy(server),
         repeat_failure_breaker: (server.served().version == crate::catalog::CatalogVersion::V05)
             .then(|| BreakerReport {
                 limit: crate::breaker::REPEAT_FAILURE_LIMIT,

@@ -968,3 +968,160 @@ fn apply_patch_reports_evidence_and_skips_what_is_applied() {
         "PATCH_CONTEXT_NOT_FOUND"
     );
 }
+
+/// `--workspace-mutation structured-only`: commands see the workspace
+/// read-only in both sandbox tiers (but for `--write-path` directories);
+/// only the mutators write it; the report says whether the kernel holds
+/// commands to it.
+#[test]
+fn structured_only_leaves_writing_to_the_mutators() {
+    for tier in ["landlock", "namespace"] {
+        let ws = workspace();
+        std::fs::write(ws.path().join("a.txt"), FIVE).unwrap();
+        let mut c = Client::start(
+            command(
+                ws.path(),
+                &[
+                    "--catalog",
+                    "0.5",
+                    "--sandbox",
+                    tier,
+                    "--workspace-mutation",
+                    "structured-only",
+                    "--write-path",
+                    "out",
+                ],
+            )
+            .arg("--stdio"),
+        );
+        let env = c.call("check_exec_environment", json!({}));
+        let policy = &sc(&env)["workspace_mutation_policy"];
+        if env.get("error").is_some() || policy.is_null() || sc(&env)["sandbox"]["tier"] != tier {
+            assert!(
+                tier != "namespace" || std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_none(),
+                "the namespace tier is required here: {env}"
+            );
+            eprintln!("NOTE: no {tier} tier here; structured-only checks nothing in it: {env}");
+            continue;
+        }
+        assert_eq!(policy["mode"], "structured-only", "{policy}");
+        assert_eq!(policy["write_paths"], json!(["out"]));
+        assert_eq!(
+            policy["structured_write_tools"],
+            json!(["apply_changes", "apply_patch"])
+        );
+        if policy["enforced"] != true {
+            assert!(
+                std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_none(),
+                "{tier}: not enforced on a CI host: {policy}"
+            );
+            eprintln!("NOTE: {tier}: structured-only is not enforced here: {policy}");
+            continue;
+        }
+        let run = |c: &mut Client, cmd: &str| {
+            let r = c.call("exec_command", json!({"cmd": cmd, "yield_time_ms": 20000}));
+            sc(&r)["exit_code"].as_i64()
+        };
+        for cmd in [
+            "echo x > made.txt",
+            ": > a.txt",
+            "echo x >> a.txt",
+            "mv a.txt b.txt",
+            "rm a.txt",
+            "mkdir d",
+            "ln -s /etc/passwd link",
+            "printf '[core]\\n\\tfsmonitor = x\\n' >> .git/config 2>/dev/null || mkdir -p .git/hooks",
+        ] {
+            assert_ne!(
+                run(&mut c, cmd),
+                Some(0),
+                "{tier}: `{cmd}` wrote the workspace"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+            FIVE,
+            "{tier}"
+        );
+        for gone in ["made.txt", "b.txt", "d", "link", ".git"] {
+            assert!(!ws.path().join(gone).exists(), "{tier}: {gone} exists");
+        }
+        // The write path is made for commands and writable by them.
+        assert_eq!(
+            run(&mut c, "echo x > out/made.txt && cat out/made.txt"),
+            Some(0),
+            "{tier}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("out/made.txt")).unwrap(),
+            "x\n"
+        );
+        // The mutators write.
+        let r = c.call(
+            "apply_changes",
+            json!({"changes": [{"action": "create", "path": "new.txt", "content": "n\n"}]}),
+        );
+        assert_eq!(outcome(&r), "ok", "{r}");
+        let r = c.call(
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n"}),
+        );
+        assert_eq!(outcome(&r), "ok", "{r}");
+        assert!(ws.path().join("new.txt").exists() && ws.path().join("p.txt").exists());
+        // Reading stays open.
+        assert_eq!(
+            run(&mut c, "cat a.txt new.txt > /dev/null"),
+            Some(0),
+            "{tier}"
+        );
+    }
+    // Settings that would defeat it are refused at start-up.
+    let ws = workspace();
+    for args in [
+        &["--write-path", "out"][..],
+        &[
+            "--workspace-mutation",
+            "structured-only",
+            "--write-path",
+            ".",
+        ][..],
+        &[
+            "--workspace-mutation",
+            "structured-only",
+            "--write-path",
+            ".git/hooks",
+        ][..],
+        &[
+            "--workspace-mutation",
+            "structured-only",
+            "--write-path",
+            ".vscode",
+        ][..],
+        &[
+            "--workspace-mutation",
+            "structured-only",
+            "--write-path",
+            "AGENTS.md",
+        ][..],
+    ] {
+        let out = command(ws.path(), args)
+            .arg("--stdio")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The default is unrestricted, reported in catalog 0.5.
+    let mut c = Client::ours(ws.path(), "safe");
+    let info = c.call("server_info", json!({}));
+    assert_eq!(
+        sc(&info)["workspace_mutation_policy"]["mode"],
+        "unrestricted",
+        "{info}"
+    );
+}
