@@ -313,7 +313,9 @@ impl Server {
                     && s.get("already_applied") != Some(&Value::Bool(true));
                 if wrote {
                     self.breaker.reset();
-                } else if let Some(id) = finished_command(s) {
+                } else if let Some(id) = finished_command(s)
+                    && self.commands_may_write()
+                {
                     self.breaker.command_finished(id);
                 }
             }
@@ -337,6 +339,15 @@ impl Server {
             }
         }
         outcome
+    }
+
+    /// Whether a finished command may have written the workspace: not
+    /// when it is held read-only to commands with no write path.
+    fn commands_may_write(&self) -> bool {
+        match crate::tools::exec::workspace_mutation_policy(self) {
+            Some(p) if p.mode == "structured-only" => !p.enforced || !p.write_paths.is_empty(),
+            _ => true,
+        }
     }
 
     /// The `request` event, for every dispatched request.

@@ -1116,6 +1116,37 @@ fn structured_only_leaves_writing_to_the_mutators() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A command that could not write (read-only workspace, no write path)
+    // leaves the breaker's counts: the failure still holds.
+    let mut c = Client::start(
+        command(
+            ws.path(),
+            &[
+                "--catalog",
+                "0.5",
+                "--workspace-mutation",
+                "structured-only",
+            ],
+        )
+        .arg("--stdio"),
+    );
+    let env = c.call("check_exec_environment", json!({}));
+    if sc(&env)["workspace_mutation_policy"]["enforced"] == true {
+        for want in ["NOT_FOUND", "NOT_FOUND"] {
+            assert_eq!(
+                outcome(&c.call("read_file", json!({"path": "m.txt"}))),
+                want
+            );
+        }
+        assert_eq!(
+            outcome(&c.call("exec_command", json!({"cmd": "true"}))),
+            "ok"
+        );
+        assert_eq!(
+            outcome(&c.call("read_file", json!({"path": "m.txt"}))),
+            "REPEATED_CALL_BLOCKED"
+        );
+    }
     // The default is unrestricted, reported in catalog 0.5.
     let mut c = Client::ours(ws.path(), "safe");
     let info = c.call("server_info", json!({}));
