@@ -174,13 +174,15 @@ pub fn run(_args: &[String]) -> Result<()> {
     phase("the coding loop: a whole agent task through the binary");
     crate::harness::run(&[])?;
     phase(
-        "token budgets: the scripted session of cargo xtask tokens, beside the reference 0.3.0 (issues 19 and 32)",
+        "token budgets: the scripted sessions of cargo xtask tokens, beside the reference 0.3.0 and (the edit session) 0.5.0 (issues 19, 32 and 34)",
     );
     let reference = reference_server()?;
     crate::tokens::run(&[
         "--budgets".into(),
         "--peer".into(),
         reference.to_string_lossy().into_owned(),
+        "--peer05".into(),
+        reference_05_server()?.to_string_lossy().into_owned(),
     ])?;
     phase(
         "Claude Code with a scripted model: the tools its model is given and the results it reads",

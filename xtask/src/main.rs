@@ -16,7 +16,7 @@
 //!   binary on a fixture project.
 //! * `load [--secs N] [--clients N]` — N HTTP clients mixing every kind of
 //!   tool against one server: requests, errors, p99, lost patches, peak RSS.
-//! * `tokens [--peer CMD] [--budgets]` — the bytes the model reads (catalog,
+//! * `tokens [--peer CMD] [--peer05 CMD] [--budgets]` — the bytes the model reads (catalog,
 //!   instructions, every result's content text and structuredContent) over
 //!   one scripted coding session through the real binary, with information
 //!   parity checked per call; with `--peer`, the same session against
@@ -61,6 +61,7 @@ mod proxy;
 mod release;
 mod schema;
 mod tokens;
+mod tokens_edit;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -71,7 +72,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
         bail!(
-            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics | clients | package | release-check | features>"
+            "usage: cargo xtask <ci | schema [--write] | bench [--runs N] [--peer CMD] | conformance [--server-cmd TEMPLATE | --url URL] | loop | load [--secs N] | tokens [--peer CMD] [--peer05 CMD] [--budgets] | fuzz [--secs N] [--only T] | proxy | metrics | clients | package | release-check | features>"
         );
     };
     match cmd.as_str() {

@@ -90,11 +90,13 @@ const LOGO_PNG: [u8; 105] = [
 
 pub fn run(args: &[String]) -> Result<()> {
     let mut peer: Option<String> = None;
+    let mut peer05: Option<String> = None;
     let mut budgets = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--peer" => peer = Some(it.next().context("--peer CMD")?.clone()),
+            "--peer05" => peer05 = Some(it.next().context("--peer05 CMD")?.clone()),
             "--budgets" => budgets = true,
             other => bail!("unknown tokens argument: {other}"),
         }
@@ -151,15 +153,53 @@ pub fn run(args: &[String]) -> Result<()> {
     };
 
     print_report(&ours, theirs.as_ref());
-    let over = match (&theirs, budgets) {
+    let mut over = match (&theirs, budgets) {
         (Some(reference), true) => check_budgets(&ours, reference),
         _ => Vec::new(),
     };
+
+    // The edit session of catalog 0.5, beside the reference 0.5.0.
+    let ws = crate::tokens_edit::fixture(&base.join("edit-ours"))?;
+    let mut cmd = Command::new(&binary);
+    cmd.args(["--stdio", "--catalog", "0.5", "--workspace"])
+        .arg(&ws)
+        .current_dir(&ws);
+    let edit_ours = crate::tokens_edit::drive(&mut cmd)?;
+    let edit_peer = match &peer05 {
+        Some(template) => {
+            let ws = crate::tokens_edit::fixture(&base.join("edit-peer"))?;
+            let template = if template.contains("{ws}") {
+                template.clone()
+            } else {
+                format!("{template} --stdio --workspace {{ws}}")
+            };
+            let mut words = crate::peer::template_words(&template, &ws)?;
+            if words[0].contains('/') && Path::new(&words[0]).is_relative() {
+                words[0] = std::env::current_dir()?
+                    .join(&words[0])
+                    .to_string_lossy()
+                    .into_owned();
+            }
+            let mut cmd = Command::new(&words[0]);
+            // The reference 0.5.0 reports usage to a remote host unless told not to.
+            cmd.args(&words[1..])
+                .current_dir(&ws)
+                .env("CODING_TOOLS_MCP_TELEMETRY", "off")
+                .env("DO_NOT_TRACK", "1");
+            Some(crate::tokens_edit::drive(&mut cmd)?)
+        }
+        None => None,
+    };
+    crate::tokens_edit::print(&edit_ours, edit_peer.as_ref());
+    if let (Some(p), true) = (&edit_peer, budgets) {
+        over.extend(crate::tokens_edit::check(&edit_ours, p));
+    }
     let json_path = target_dir().join("tokens.json");
     let report = json!({
         "ours": ours.to_json(),
         "peer": theirs.as_ref().map(Run::to_json),
         "peer_command": peer,
+        "edit_session": {"ours": edit_ours.to_json(), "peer05": edit_peer.as_ref().map(crate::tokens_edit::EditRun::to_json)},
         "budgets_checked": budgets,
         "over_budget": over,
     });

@@ -231,7 +231,7 @@ pub enum ChangesError {
     },
     /// The file is not at the revision the change was made against.
     #[error("{}", match current_revision {
-        Some(current) => format!("{path} changed since revision {expected_revision}; it is now {current}: re-read it and rebuild the change against its current line numbers"),
+        Some(current) => format!("{path} changed since revision {expected_revision}; it is now {current}"),
         None => format!("{path} does not exist, so it has no revision to match"),
     })]
     RevisionMismatch {

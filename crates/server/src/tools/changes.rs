@@ -526,15 +526,11 @@ fn render(report: &ChangesReport) -> ToolSuccess {
     let summary: Vec<String> = report.files.iter().map(summary_line).collect();
     let n = report.files.len();
     let head = if report.already_applied() {
-        format!(
-            "Nothing to change: the {n} file(s) already hold what was asked; nothing was written."
-        )
+        format!("Nothing to change: the {n} file(s) already hold what was asked.")
     } else if report.dry_run {
-        format!(
-            "Dry run: the changes apply to {n} file(s) (+{additions} -{removals}); nothing was written."
-        )
+        format!("Dry run, nothing written: would change {n} file(s) (+{additions} -{removals}).")
     } else {
-        format!("Applied the changes to {n} file(s) (+{additions} -{removals}).")
+        format!("Changed {n} file(s) (+{additions} -{removals}).")
     };
     let mut text = format!("{head}\n{}", summary.join("\n"));
     for line in report.files.iter().filter_map(evidence_line) {

@@ -255,7 +255,13 @@ fn render(report: &PatchReport) -> ToolSuccess {
         .collect();
     let head = if already_applied {
         format!(
-            "Nothing to change: the patch is already applied to {} file(s); nothing was written.",
+            "Nothing to change: already in {} file(s).",
+            report.files.len()
+        )
+    } else if evidence && !report.dry_run {
+        // Catalog 0.5: the evidence lines below say the rest.
+        format!(
+            "Patched {} file(s) (+{added} -{removed}).",
             report.files.len()
         )
     } else if report.dry_run {
@@ -290,7 +296,7 @@ fn render(report: &PatchReport) -> ToolSuccess {
                 .collect();
             if !skipped.is_empty() {
                 let w = format!(
-                    "{}: hunk(s) {} already in the file were skipped",
+                    "{}: skipped hunk(s) {} (already in)",
                     f.path,
                     skipped.join(", ")
                 );
