@@ -26,7 +26,42 @@ pub fn template_words(template: &str, ws: &std::path::Path) -> Result<Vec<String
     Ok(words)
 }
 
+/// A `--peer` template as a command run in `ws`: `--stdio --workspace
+/// {ws}` is added when the template does not place `{ws}` itself, and a
+/// relative program path is taken from here (the server runs in `ws`).
+pub fn stdio_command(template: &str, ws: &std::path::Path) -> Result<Command> {
+    let template = if template.contains("{ws}") {
+        template.to_owned()
+    } else {
+        format!("{template} --stdio --workspace {{ws}}")
+    };
+    let mut words = template_words(&template, ws)?;
+    if words[0].contains('/') && std::path::Path::new(&words[0]).is_relative() {
+        words[0] = std::env::current_dir()?
+            .join(&words[0])
+            .to_string_lossy()
+            .into_owned();
+    }
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..]).current_dir(ws);
+    Ok(cmd)
+}
+
 impl Peer {
+    /// Sends request `id` and reads until its answer, skipping the
+    /// notifications a server may interleave.
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Result<Value> {
+        let msg =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&msg.to_string())?;
+        loop {
+            let v = self.recv()?;
+            if v.get("id").is_some() {
+                return Ok(v);
+            }
+        }
+    }
+
     /// Spawns `cmd` with piped stdin/stdout and stderr discarded.
     pub fn spawn(cmd: &mut Command) -> Result<Self> {
         let mut child = cmd

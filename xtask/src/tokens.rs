@@ -130,23 +130,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let theirs = match &peer {
         Some(template) => {
             let ws = fixture(&base.join("peer"))?;
-            let template = if template.contains("{ws}") {
-                template.clone()
-            } else {
-                format!("{template} --stdio --workspace {{ws}}")
-            };
-            let mut words = crate::peer::template_words(&template, &ws)?;
-            // The server runs in its workspace: a relative program path is
-            // taken from here.
-            if words[0].contains('/') && Path::new(&words[0]).is_relative() {
-                words[0] = std::env::current_dir()?
-                    .join(&words[0])
-                    .to_string_lossy()
-                    .into_owned();
-            }
-            eprintln!("tokens: running the session against {}", words.join(" "));
-            let mut cmd = Command::new(&words[0]);
-            cmd.args(&words[1..]).current_dir(&ws);
+            let mut cmd = crate::peer::stdio_command(template, &ws)?;
+            eprintln!("tokens: running the session against {cmd:?}");
             Some(drive(&mut cmd, "peer")?)
         }
         None => None,
@@ -168,23 +153,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let edit_peer = match &peer05 {
         Some(template) => {
             let ws = crate::tokens_edit::fixture(&base.join("edit-peer"))?;
-            let template = if template.contains("{ws}") {
-                template.clone()
-            } else {
-                format!("{template} --stdio --workspace {{ws}}")
-            };
-            let mut words = crate::peer::template_words(&template, &ws)?;
-            if words[0].contains('/') && Path::new(&words[0]).is_relative() {
-                words[0] = std::env::current_dir()?
-                    .join(&words[0])
-                    .to_string_lossy()
-                    .into_owned();
-            }
-            let mut cmd = Command::new(&words[0]);
+            let mut cmd = crate::peer::stdio_command(template, &ws)?;
             // The reference 0.5.0 reports usage to a remote host unless told not to.
-            cmd.args(&words[1..])
-                .current_dir(&ws)
-                .env("CODING_TOOLS_MCP_TELEMETRY", "off")
+            cmd.env("CODING_TOOLS_MCP_TELEMETRY", "off")
                 .env("DO_NOT_TRACK", "1");
             Some(crate::tokens_edit::drive(&mut cmd)?)
         }
@@ -559,15 +530,7 @@ struct Session {
 impl Session {
     fn request(&mut self, method: &str, params: Value) -> Result<Value> {
         self.id += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
-        self.peer.send(&msg.to_string())?;
-        // Skip notifications the server may interleave.
-        loop {
-            let v = self.peer.recv()?;
-            if v.get("id").is_some() {
-                return Ok(v);
-            }
-        }
+        self.peer.request(self.id, method, params)
     }
 
     /// Calls a tool, measures the answer and checks its facts.

@@ -94,21 +94,14 @@ pub fn fixture(dir: &Path) -> Result<std::path::PathBuf> {
 
 struct Session {
     peer: Peer,
-    id: i64,
+    id: u64,
     calls: Vec<Measured>,
 }
 
 impl Session {
     fn request(&mut self, method: &str, params: Value) -> Result<Value> {
         self.id += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
-        self.peer.send(&msg.to_string())?;
-        loop {
-            let v = self.peer.recv()?;
-            if v.get("id") == Some(&json!(self.id)) {
-                return Ok(v);
-            }
-        }
+        self.peer.request(self.id, method, params)
     }
 
     fn call(&mut self, step: &'static str, tool: &'static str, args: Value) -> Result<Value> {
