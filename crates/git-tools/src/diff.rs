@@ -389,6 +389,9 @@ pub(crate) fn render_file(
 }
 
 /// Joins per-file patches within `max_bytes`, at file boundaries.
+/// A working-tree file larger than this is listed in a diff, not read.
+pub const MAX_WORKTREE_FILE_BYTES: u64 = 32 * 1024 * 1024;
+
 /// An added file left out of a diff unread: it would pass `max_bytes`.
 fn unread_addition(path: String) -> (String, FileDiff) {
     let f = FileDiff {
@@ -406,11 +409,13 @@ fn unread_addition(path: String) -> (String, FileDiff) {
 fn assemble(parts: Vec<(String, FileDiff)>, max_bytes: usize) -> DiffOutcome {
     let mut text = String::new();
     let mut files = Vec::new();
+    // `max_bytes` cut the text here; a file left out unread before
+    // assembling cuts nothing after it.
     let mut truncated = false;
+    let mut unread = false;
     for (patch, mut f) in parts {
         if !f.included {
-            // Left out unread before assembling.
-            truncated = true;
+            unread = true;
         } else if truncated {
             f.included = false;
         } else if text.len() + patch.len() <= max_bytes {
@@ -431,7 +436,7 @@ fn assemble(parts: Vec<(String, FileDiff)>, max_bytes: usize) -> DiffOutcome {
     DiffOutcome {
         text,
         files,
-        truncated,
+        truncated: truncated || unread,
     }
 }
 
@@ -632,9 +637,22 @@ impl GitRepo {
                 Change::Removed => render_file(&repo, Some(&old), None, opts.context_lines, None),
                 _ => {
                     let wp = self.ws.resolve_lexically(&path)?;
-                    let (mut f, _) = self.ws.open_beneath(&wp)?;
+                    let (f, kind) = self.ws.open_beneath(&wp)?;
+                    if kind != ctm_workspace_fs::Kind::File {
+                        // A FIFO or device swapped in for a tracked file.
+                        continue;
+                    }
                     let mut data = Vec::new();
-                    std::io::Read::read_to_end(&mut f, &mut data).map_err(GitError::git)?;
+                    let cap = MAX_WORKTREE_FILE_BYTES + 1;
+                    std::io::Read::read_to_end(&mut std::io::Read::take(&f, cap), &mut data)
+                        .map_err(GitError::git)?;
+                    if data.len() as u64 > MAX_WORKTREE_FILE_BYTES {
+                        // Listed, left out: not diffed in memory.
+                        let (text, mut entry) = unread_addition(path);
+                        entry.status = 'M';
+                        parts.push((text, entry));
+                        continue;
+                    }
                     let meta = f.metadata().map_err(GitError::git)?;
                     use std::os::unix::fs::PermissionsExt;
                     let new_mode = if old.mode == 0o120000 {

@@ -682,7 +682,8 @@ impl PatchEngine {
             return Err(PatchError::IsDirectory(raw.to_owned()));
         }
         if self.protect_git_dir
-            && crate::gitdir::path_writes_git_dir(&self.ws, p.relative(), &mut looked.git)
+            && (crate::gitdir::path_writes_git_dir(&self.ws, p.relative(), &mut looked.git)
+                || crate::gitdir::completes_git_dir(&self.ws, p.relative(), &mut looked.git))
         {
             return Err(PatchError::GitDirProtected(raw.to_owned()));
         }

@@ -132,7 +132,9 @@ pub enum PatchError {
     #[error("{0} was deleted earlier in this patch")]
     AfterDelete(String),
     /// Writes into `.git/` are refused by the policy.
-    #[error("{0} is inside .git; this mode does not write there")]
+    #[error(
+        "{0} is inside .git, or would make its directory a git directory; this mode does not write there"
+    )]
     GitDirProtected(String),
     /// The patch changes nothing.
     #[error("no files were modified: the patch has no operations")]

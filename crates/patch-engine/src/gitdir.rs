@@ -18,9 +18,38 @@ fn is_git_name(name: &OsStr) -> bool {
 /// A git directory, whatever its name: `objects/` and `refs/` (a
 /// repository, or the common directory of linked worktrees, which has no
 /// `HEAD`), or `HEAD` with a `commondir` file (a linked worktree's own).
+///
+/// Git asks only that `objects` and `refs` be searchable (`access(X_OK)`),
+/// which an executable file is too: any kind of entry counts.
 fn looks_like_git_dir(d: &Path) -> bool {
-    (d.join("objects").is_dir() && d.join("refs").is_dir())
-        || (d.join("HEAD").is_file() && d.join("commondir").is_file())
+    let has = |n: &str| std::fs::symlink_metadata(d.join(n)).is_ok();
+    (has("objects") && has("refs")) || (has("HEAD") && has("commondir"))
+}
+
+/// The entries that make a directory a git directory.
+const MARKERS: [&str; 4] = ["HEAD", "objects", "refs", "commondir"];
+
+/// Whether writing `relative` would complete a git directory in its
+/// directory (with what is there and what this same call names there):
+/// `objects` and `refs`, or `HEAD` and `commondir`. Git would then run
+/// the programs of the `config` beside them.
+pub(crate) fn completes_git_dir(ws: &Workspace, relative: &Path, seen: &mut GitVerdicts) -> bool {
+    let Some(name) = relative.file_name().and_then(OsStr::to_str) else {
+        return false;
+    };
+    if !MARKERS.contains(&name) {
+        return false;
+    }
+    let dir = relative.parent().unwrap_or(Path::new("")).to_path_buf();
+    let named = seen.markers.entry(dir.clone()).or_default();
+    if !named.iter().any(|n| n == name) {
+        named.push(name.to_owned());
+    }
+    let on_disk = ws.root().join(&dir);
+    let has = |n: &str| {
+        named.iter().any(|m| m == n) || std::fs::symlink_metadata(on_disk.join(n)).is_ok()
+    };
+    (has("objects") && has("refs")) || (has("HEAD") && has("commondir"))
 }
 
 /// The real path of an open directory (from `/proc/self/fd`).
@@ -70,6 +99,8 @@ pub(crate) fn writes_git_dir_in(dir_verdict: bool, name: &OsStr) -> bool {
 #[derive(Default)]
 pub(crate) struct GitVerdicts {
     by_dir: HashMap<PathBuf, bool>,
+    /// The git-directory markers this call names, by directory.
+    markers: HashMap<PathBuf, Vec<String>>,
 }
 
 /// Whether creating or changing `relative` (a workspace-relative path that

@@ -16,13 +16,23 @@ use std::time::Duration;
 /// Records kept by [`IdempotencyStore::default`].
 pub const DEFAULT_IDEMPOTENCY_RECORDS: usize = 64;
 
+/// Bytes of records kept by [`IdempotencyStore::default`] (as their
+/// recorder measures them): a result larger than this is not kept.
+pub const DEFAULT_IDEMPOTENCY_BYTES: usize = 16 * 1024 * 1024;
+
 /// The longest key accepted (characters).
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 
 #[derive(Debug)]
 enum Entry<R> {
-    Running { fingerprint: String },
-    Done { fingerprint: String, result: R },
+    Running {
+        fingerprint: String,
+    },
+    Done {
+        fingerprint: String,
+        result: R,
+        bytes: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -38,6 +48,7 @@ pub struct IdempotencyStore<R> {
     slots: Mutex<VecDeque<Slot<R>>>,
     settled: Condvar,
     capacity: usize,
+    max_bytes: usize,
 }
 
 impl<R: Clone> Default for IdempotencyStore<R> {
@@ -70,12 +81,20 @@ pub struct Ticket<'s, R: Clone> {
 }
 
 impl<R: Clone> IdempotencyStore<R> {
-    /// A store keeping at most `capacity` records (at least one).
+    /// A store keeping at most `capacity` records (at least one) of at
+    /// most [`DEFAULT_IDEMPOTENCY_BYTES`] in all.
     pub fn new(capacity: usize) -> Self {
+        Self::with_bytes(capacity, DEFAULT_IDEMPOTENCY_BYTES)
+    }
+
+    /// A store keeping at most `capacity` records of at most `max_bytes`
+    /// in all.
+    pub fn with_bytes(capacity: usize, max_bytes: usize) -> Self {
         Self {
             slots: Mutex::new(VecDeque::new()),
             settled: Condvar::new(),
             capacity: capacity.max(1),
+            max_bytes,
         }
     }
 
@@ -133,6 +152,7 @@ impl<R: Clone> IdempotencyStore<R> {
                 Some(Entry::Done {
                     fingerprint: f,
                     result,
+                    ..
                 }) => {
                     if f != fingerprint {
                         return Claim::Reused;
@@ -164,8 +184,14 @@ impl<R: Clone> IdempotencyStore<R> {
 }
 
 impl<R: Clone> Ticket<'_, R> {
-    /// Records the call's successful result for its retries.
-    pub fn record(mut self, result: R) {
+    /// Records the call's successful result for its retries; `bytes` is
+    /// its size as the caller measures it. A result larger than the
+    /// store's byte bound is not kept (a retry runs again), and the
+    /// oldest records go past the bounds.
+    pub fn record(mut self, result: R, bytes: usize) {
+        if bytes > self.store.max_bytes {
+            return;
+        }
         let mut slots = self.store.lock();
         if let Some(s) = slots
             .iter_mut()
@@ -176,23 +202,26 @@ impl<R: Clone> Ticket<'_, R> {
             s.entry = Entry::Done {
                 fingerprint,
                 result,
+                bytes,
             };
         }
         self.recorded = true;
-        // The oldest finished records go past capacity.
-        let mut done = slots
-            .iter()
-            .filter(|s| matches!(s.entry, Entry::Done { .. }))
-            .count();
-        while done > self.store.capacity {
-            let Some(i) = slots
+        let done = |s: &Slot<R>| match s.entry {
+            Entry::Done { bytes, .. } => Some(bytes),
+            Entry::Running { .. } => None,
+        };
+        loop {
+            let (count, total) = slots
                 .iter()
-                .position(|s| matches!(s.entry, Entry::Done { .. }))
-            else {
+                .filter_map(done)
+                .fold((0, 0usize), |(n, t), b| (n + 1, t.saturating_add(b)));
+            if count <= self.store.capacity && total <= self.store.max_bytes {
+                break;
+            }
+            let Some(i) = slots.iter().position(|s| done(s).is_some()) else {
                 break;
             };
             slots.remove(i);
-            done -= 1;
         }
         drop(slots);
         self.store.settled.notify_all();
@@ -223,7 +252,7 @@ mod tests {
     fn a_retry_replays_and_other_arguments_are_refused() {
         let store = IdempotencyStore::<u32>::new(2);
         match store.claim("t", "k", "f1", &|| false) {
-            Claim::Run(t) => t.record(7),
+            Claim::Run(t) => t.record(7, 1),
             other => panic!("{other:?}"),
         }
         assert!(matches!(
@@ -251,7 +280,7 @@ mod tests {
         ));
         for (k, v) in [("a", 1), ("b", 2), ("c", 3)] {
             if let Claim::Run(t) = store.claim("t", k, "f", &|| false) {
-                t.record(v);
+                t.record(v, 1);
             }
         }
         assert_eq!(store.len(), 2);
@@ -266,6 +295,29 @@ mod tests {
     }
 
     #[test]
+    fn records_are_bounded_by_bytes() {
+        let store = IdempotencyStore::<u32>::with_bytes(64, 100);
+        for (k, bytes) in [("a", 60), ("b", 60), ("big", 101)] {
+            if let Claim::Run(t) = store.claim("t", k, "f", &|| false) {
+                t.record(1, bytes);
+            }
+        }
+        // "a" went for "b"; "big" was never kept (a retry runs again).
+        assert!(matches!(
+            store.claim("t", "a", "f", &|| false),
+            Claim::Run(_)
+        ));
+        assert!(matches!(
+            store.claim("t", "b", "f", &|| false),
+            Claim::Replay(1)
+        ));
+        assert!(matches!(
+            store.claim("t", "big", "f", &|| false),
+            Claim::Run(_)
+        ));
+    }
+
+    #[test]
     fn concurrent_calls_with_one_key_run_once() {
         let store = Arc::new(IdempotencyStore::<usize>::default());
         let runs = Arc::new(AtomicUsize::new(0));
@@ -276,7 +328,7 @@ mod tests {
                     Claim::Run(t) => {
                         std::thread::sleep(Duration::from_millis(50));
                         let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
-                        t.record(n);
+                        t.record(n, 1);
                         n
                     }
                     Claim::Replay(n) => n,

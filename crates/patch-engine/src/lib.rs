@@ -53,7 +53,8 @@ pub use commit::{
 };
 pub use error::{PatchError, StopReason};
 pub use idempotency::{
-    Claim, DEFAULT_IDEMPOTENCY_RECORDS, IdempotencyStore, MAX_IDEMPOTENCY_KEY_CHARS, Ticket,
+    Claim, DEFAULT_IDEMPOTENCY_BYTES, DEFAULT_IDEMPOTENCY_RECORDS, IdempotencyStore,
+    MAX_IDEMPOTENCY_KEY_CHARS, Ticket,
 };
 pub use leftovers::{Leftovers, clean_leftovers};
 pub use lines::{

@@ -333,7 +333,11 @@ pub fn apply_line_edits(text: &str, edits: &[LineEdit]) -> Result<Edited, PlaceE
         None => ("", text),
     };
     let style = style_of(body);
-    let lines = split_file(body);
+    let mut lines = split_file(body);
+    if !bom.is_empty() && body.is_empty() {
+        // A file of only a BOM is one line to read_file: so it is here.
+        lines.push(Line { text: "", end: "" });
+    }
     let total = lines.len();
     let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(edits.len());
     for (i, e) in edits.iter().enumerate() {
@@ -443,10 +447,11 @@ pub fn diff_ranges(old: &str, new: &str) -> Vec<ChangedRange> {
         .take_while(|(x, y)| x == y)
         .count();
     let (ma, mb) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+    let whole = || vec![(ma.len(), mb.len(), 0)];
     let blocks = if ma.len().saturating_mul(mb.len()) <= MAX_DIFF_PAIRS {
-        matching_blocks(ma, mb)
+        matching_blocks(ma, mb).unwrap_or_else(whole)
     } else {
-        vec![(ma.len(), mb.len(), 0)]
+        whole()
     };
     let (mut i, mut j) = (0, 0);
     let mut out = Vec::new();
@@ -465,8 +470,15 @@ pub fn diff_ranges(old: &str, new: &str) -> Vec<ChangedRange> {
     out
 }
 
-/// Matching blocks `(i, j, size)` in order, ending with `(len a, len b, 0)`.
-fn matching_blocks(a: &[&str], b: &[&str]) -> Vec<(usize, usize, usize)> {
+/// The most line comparisons one diff may make: repeated lines make the
+/// matching cubic in the worst case (issue 34's review: 1 KB of content
+/// took seconds), and the evidence is not worth that.
+const MAX_DIFF_STEPS: usize = 4_000_000;
+
+/// Matching blocks `(i, j, size)` in order, ending with `(len a, len b, 0)`;
+/// `None` past [`MAX_DIFF_STEPS`].
+fn matching_blocks(a: &[&str], b: &[&str]) -> Option<Vec<(usize, usize, usize)>> {
+    let mut steps = 0usize;
     let mut b2j: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
     for (j, l) in b.iter().enumerate() {
         b2j.entry(l).or_default().push(j);
@@ -474,7 +486,7 @@ fn matching_blocks(a: &[&str], b: &[&str]) -> Vec<(usize, usize, usize)> {
     let mut queue = vec![(0, a.len(), 0, b.len())];
     let mut found = Vec::new();
     while let Some((alo, ahi, blo, bhi)) = queue.pop() {
-        let (i, j, k) = longest_match(a, &b2j, alo, ahi, blo, bhi);
+        let (i, j, k) = longest_match(a, &b2j, (alo, ahi, blo, bhi), &mut steps)?;
         if k == 0 {
             continue;
         }
@@ -495,7 +507,7 @@ fn matching_blocks(a: &[&str], b: &[&str]) -> Vec<(usize, usize, usize)> {
         }
     }
     merged.push((a.len(), b.len(), 0));
-    merged
+    Some(merged)
 }
 
 /// The longest common run of `a[alo..ahi]` and `b[blo..bhi]`: the earliest
@@ -503,11 +515,9 @@ fn matching_blocks(a: &[&str], b: &[&str]) -> Vec<(usize, usize, usize)> {
 fn longest_match(
     a: &[&str],
     b2j: &std::collections::HashMap<&str, Vec<usize>>,
-    alo: usize,
-    ahi: usize,
-    blo: usize,
-    bhi: usize,
-) -> (usize, usize, usize) {
+    (alo, ahi, blo, bhi): (usize, usize, usize, usize),
+    steps: &mut usize,
+) -> Option<(usize, usize, usize)> {
     let (mut besti, mut bestj, mut bestk) = (alo, blo, 0);
     let mut j2len: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
     for (i, line) in a.iter().enumerate().take(ahi).skip(alo) {
@@ -518,6 +528,10 @@ fn longest_match(
             }
             if j >= bhi {
                 break;
+            }
+            *steps += 1;
+            if *steps > MAX_DIFF_STEPS {
+                return None;
             }
             let k = j
                 .checked_sub(1)
@@ -532,7 +546,7 @@ fn longest_match(
         }
         j2len = next;
     }
-    (besti, bestj, bestk)
+    Some((besti, bestj, bestk))
 }
 
 /// The range of a file written whole: all its lines, added.
@@ -686,6 +700,32 @@ mod tests {
                     removed_lines: 1
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_pathological_diff_is_bounded() {
+        let k = 1400;
+        let old = format!("P\n{}Q\n", "x\n".repeat(k));
+        let new = format!("R\n{}S\n", "x\ny\n".repeat(k));
+        // Past the step bound the middle is one range (matched, it would be
+        // hundreds: minutes of work before the bound).
+        assert_eq!(
+            diff_ranges(&old, &new),
+            [ChangedRange {
+                start_line: 1,
+                end_line: 2 * k + 2,
+                added_lines: 2 * k + 2,
+                removed_lines: k + 2
+            }]
+        );
+    }
+
+    #[test]
+    fn a_bom_only_file_has_one_line() {
+        assert_eq!(
+            apply("\u{feff}", &[LineEdit::replace(1, 1, "x").unwrap()]),
+            "\u{feff}x"
         );
     }
 

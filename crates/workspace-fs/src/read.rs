@@ -126,7 +126,17 @@ pub fn read_file(
     // hashed through the same descriptor after the read, and the pair
     // counts only when nothing wrote to it meanwhile (its change time, size
     // and modification time are those before the read).
+    let rewind = |f: &File| {
+        use std::io::Seek;
+        let mut f = f;
+        f.seek(SeekFrom::Start(0))
+            .map(|_| ())
+            .map_err(|e| FsError::io(&shown, e))
+    };
     for _ in 0..MAX_REVISION_TRIES {
+        // Every attempt reads from the start (the last one left the
+        // position where it stopped).
+        rewind(&file)?;
         let before = Stamp::of(&file).map_err(|e| FsError::io(&shown, e))?;
         let mut out = read_open(ws, &file, shown.clone(), req)?;
         if out.total_bytes > MAX_REVISION_BYTES {
@@ -138,6 +148,7 @@ pub fn read_file(
             return Ok(out);
         }
     }
+    rewind(&file)?;
     read_open(ws, &file, shown, req)
 }
 

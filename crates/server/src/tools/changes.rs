@@ -709,7 +709,11 @@ pub async fn keyed(
     };
     let out = call.await;
     match &out {
-        Ok(success) if !dry_run => ticket.record(success.clone()),
+        Ok(success) if !dry_run => {
+            let bytes =
+                success.text.len() + Value::Object(success.structured.clone()).to_string().len();
+            ticket.record(success.clone(), bytes);
+        }
         _ => drop(ticket),
     }
     out

@@ -708,6 +708,26 @@ fn git_diff_shows_untracked_files_in_catalog_05() {
     let text = cut["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("big.txt"), "{text}");
     std::fs::remove_file(ws.path().join("big.txt")).unwrap();
+    // A tracked file grown past 32 MiB is listed, not read into memory.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(ws.path().join("tracked.txt"))
+        .unwrap()
+        .set_len(40 << 20)
+        .unwrap();
+    let huge = c.call("git_diff", json!({"include_untracked": false}));
+    assert_eq!(outcome(&huge), "ok", "{huge:.600}");
+    assert_eq!(sc(&huge)["truncated"], true);
+    let text = huge["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("tracked.txt") && text.len() < 4096,
+        "{text:.600}"
+    );
+    std::fs::write(
+        ws.path().join("tracked.txt"),
+        "one\nTWO\nthree\nfour\nfive\n",
+    )
+    .unwrap();
     let without = c.call("git_diff", json!({"include_untracked": false}));
     assert!(!sc(&without)["diff"].as_str().unwrap().contains("untracked"));
     // The contract's catalog has no such property, and shows tracked files only.
@@ -1155,4 +1175,116 @@ fn structured_only_leaves_writing_to_the_mutators() {
         "unrestricted",
         "{info}"
     );
+}
+
+/// From the review of the edit layer: a directory made into a git
+/// directory a file at a time (HEAD, an executable `objects` and `refs`,
+/// a config whose fsmonitor git would run) is refused in safe mode, over
+/// several calls and within one.
+#[test]
+fn safe_mode_refuses_to_complete_a_git_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = workspace();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("build.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        ws.path().join("build.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mut c = Client::ours(ws.path(), "safe");
+    let read = c.call("read_file", json!({"path": "build.sh"}));
+    let rev = sc(&read)["revision"].as_str().unwrap().to_owned();
+    let config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch pwned; false\"\n";
+    // Within one call.
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [
+        {"action": "create", "path": "src/HEAD", "content": "ref: refs/heads/main\n"},
+        {"action": "copy", "path": "build.sh", "destination": "src/objects", "revision": rev},
+        {"action": "copy", "path": "run.sh", "destination": "src/refs", "revision": rev},
+        {"action": "create", "path": "src/config", "content": config}]}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    assert_eq!(
+        sc(&r)["error"]["details"]["permission"],
+        "write_git_dir",
+        "{r}"
+    );
+    assert!(!ws.path().join("src/HEAD").exists());
+    // Over several calls: the one that would complete it is refused.
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [
+        {"action": "create", "path": "src/HEAD", "content": "ref: refs/heads/main\n"},
+        {"action": "copy", "path": "build.sh", "destination": "src/objects", "revision": rev},
+        {"action": "create", "path": "src/config", "content": config}]}),
+    );
+    assert_eq!(outcome(&r), "ok", "{r}");
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [
+        {"action": "copy", "path": "build.sh", "destination": "src/refs", "revision": rev}]}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    assert_eq!(
+        sc(&r)["error"]["details"]["permission"],
+        "write_git_dir",
+        "{r}"
+    );
+    let r = c.call(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: src/refs\n+x\n*** End Patch\n"}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    assert!(!ws.path().join("src/refs").exists());
+}
+
+/// From the review of the edit layer: a file rewritten in place while it
+/// is read never yields a revision paired with content from elsewhere in
+/// it (the retry read from where the last attempt stopped).
+#[test]
+fn a_revision_always_names_the_content_it_comes_with() {
+    let ws = workspace();
+    let body: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    let path = ws.path().join("g.txt");
+    std::fs::write(&path, &body).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, path, body) = (stop.clone(), path.clone(), body.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.write_at(body.as_bytes(), 0).unwrap();
+            }
+        })
+    };
+    let mut c = Client::ours(ws.path(), "safe");
+    let expected = {
+        use std::io::Write as _;
+        let mut h = Command::new("sha256sum")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        h.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        String::from_utf8(h.wait_with_output().unwrap().stdout).unwrap()[..64].to_owned()
+    };
+    let mut with_revision = 0;
+    for _ in 0..200 {
+        let r = c.call(
+            "read_file",
+            json!({"path": "g.txt", "max_bytes": 1_000_000}),
+        );
+        let s = sc(&r);
+        if let Some(rev) = s["revision"].as_str() {
+            with_revision += 1;
+            assert_eq!(rev, expected);
+            assert_eq!(s["content"], body.as_str(), "a revision with other content");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    eprintln!("{with_revision} of 200 reads under rewriting came with a revision");
 }
