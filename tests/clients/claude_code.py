@@ -38,6 +38,14 @@ ALWAYS_LOADED = [
     "write_stdin",
 ]
 
+# More server arguments (CI: `--catalog 0.5`, the reference 0.5.0's
+# catalog, whose apply_changes is loaded too and whose reads carry the
+# revision the model must copy).
+SERVER_ARGS = os.environ.get("CTM_SERVER_ARGS", "").split()
+CATALOG_05 = "0.5" in SERVER_ARGS
+if CATALOG_05:
+    ALWAYS_LOADED = ALWAYS_LOADED + ["apply_changes"]
+
 # The scripted turns of the main conversation: (tool, arguments, label).
 SCRIPT = [
     ("read_file", {"path": "small.txt"}, "read a 25-byte file"),
@@ -246,7 +254,7 @@ def main():
             "mcpServers": {
                 SERVER: {
                     "command": server,
-                    "args": ["--workspace", ws, "--stdio"],
+                    "args": ["--workspace", ws, "--stdio", *SERVER_ARGS],
                 }
             }
         }
@@ -369,6 +377,10 @@ def main():
         full = result_text(results["toolu_03"])
         if "next_start_line" not in full and "start_line=" not in full:
             failures.append("the large file's page names no continuation")
+    if CATALOG_05:
+        first_read = results.get("toolu_01")
+        if first_read is None or "revision" not in result_text(first_read):
+            failures.append("catalog 0.5: the read's revision does not reach the model")
     report["failures"] = failures
     with open(report_path, "w") as f:
         json.dump(report, f, indent=2)

@@ -20,9 +20,13 @@ function assert(cond, what) {
   if (!cond) throw new Error(`assertion failed: ${what}`);
 }
 
+// More server arguments for every start (CI: `--catalog 0.5`): the stdio
+// transport passes the server no environment of ours.
+const serverArgs = (process.env.CTM_SERVER_ARGS || '').split(/\s+/).filter(Boolean);
+
 function startHttp() {
   return new Promise((resolve, reject) => {
-    const proc = spawn(binary, ['--workspace', ws, '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(binary, ['--workspace', ws, '--port', '0', ...serverArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
     let buf = '';
     proc.stderr.on('data', (d) => {
       buf += d.toString();
@@ -41,6 +45,7 @@ async function exercise(transport, mode, expectModern) {
     assert(era === (expectModern ? 'modern' : 'legacy'), `expected the ${expectModern ? 'modern' : 'legacy'} era, got ${era}`);
     const { tools } = await client.listTools();
     assert(tools.length === 18, `18 tools, got ${tools.length}`);
+    assert(tools.some((t) => t.name === 'apply_changes') === serverArgs.includes('0.5'), 'the catalog asked for');
     const read = await client.callTool({ name: 'read_file', arguments: { path: 'AGENTS.md' } });
     assert(!read.isError && read.structuredContent.content.includes('Keep tests green'), 'read_file');
     const search = await client.callTool({ name: 'search_text', arguments: { query: 'return 1' } });
@@ -71,7 +76,7 @@ try {
       try {
         const transport =
           transportName === 'stdio'
-            ? new StdioClientTransport({ command: binary, args: ['--stdio', '--workspace', ws], stderr: 'ignore' })
+            ? new StdioClientTransport({ command: binary, args: ['--stdio', '--workspace', ws, ...serverArgs], stderr: 'ignore' })
             : new StreamableHTTPClientTransport(new URL(http.url));
         await exercise(transport, mode, modern);
         passed++;

@@ -21,6 +21,9 @@ from mcp.client.stdio import StdioServerParameters
 
 MODES = ["legacy", "auto", "2026-07-28"]
 EXPECTED_TOOLS = 18
+# More server arguments for every start (CI: `--catalog 0.5`); the stdio
+# transport passes the server no environment of ours, so not a variable.
+SERVER_ARGS = os.environ.get("CTM_SERVER_ARGS", "").split()
 
 
 def structured(result):
@@ -36,6 +39,7 @@ async def exercise(target, mode, workspace):
         names = [t.name for t in tools.tools]
         assert len(names) == EXPECTED_TOOLS, names
         assert names[0] == "server_info" and "apply_patch" in names, names
+        assert ("apply_changes" in names) == ("0.5" in SERVER_ARGS), names
         info = await client.call_tool("server_info", {})
         assert not info.is_error, info
         data = structured(info)
@@ -77,7 +81,7 @@ def check_era(trace_path, mode, start=0):
 
 def start_http(binary, workspace, trace_path):
     proc = subprocess.Popen(
-        [binary, "--workspace", workspace, "--port", "0", "--trace", "--trace-file", trace_path],
+        [binary, "--workspace", workspace, "--port", "0", "--trace", "--trace-file", trace_path, *SERVER_ARGS],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -106,7 +110,7 @@ async def main(binary):
                     if transport == "http":
                         proc, target = start_http(binary, workspace, trace)
                     else:
-                        args = ["--stdio", "--workspace", workspace, "--trace", "--trace-file", trace]
+                        args = ["--stdio", "--workspace", workspace, "--trace", "--trace-file", trace, *SERVER_ARGS]
                         target = StdioServerParameters(command=binary, args=args)
                     await asyncio.wait_for(exercise(target, mode, workspace), timeout=60)
                     check_era(trace, mode)

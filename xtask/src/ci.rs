@@ -156,6 +156,23 @@ pub fn run(_args: &[String]) -> Result<()> {
         "the official conformance suite (expected failures: tests/conformance/expected-failures.yaml)",
     );
     crate::conformance::official_suite(&node, &node_dir, &binary)?;
+    phase(
+        "catalog 0.5 (issue 34): the official suite's server scenarios, the Python SDK, the TypeScript client and the Inspector --strict again with --catalog 0.5",
+    );
+    crate::conformance::server_scenarios(&node, &node_dir, &binary, &["--catalog", "0.5"])?;
+    run_cmd(
+        Command::new(&python)
+            .arg(root().join("tests/python/sdk_clients.py"))
+            .arg(&binary)
+            .env("CTM_SERVER_ARGS", "--catalog 0.5"),
+    )?;
+    run_cmd(
+        Command::new(&node)
+            .arg(node_dir.join("ts_client.mjs"))
+            .arg(&binary)
+            .env("CTM_SERVER_ARGS", "--catalog 0.5"),
+    )?;
+    inspector_strict_with(&node, &node_dir, &binary, &["--catalog", "0.5"])?;
     phase("the contract vectors of tests/conformance/vectors.json, over stdio and HTTP");
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("AGENTS.md"), "# Rules\nVector workspace.\n")?;
@@ -438,6 +455,11 @@ pub fn cargo_tool(name: &str, version: &str) -> Result<PathBuf> {
 /// stderr. Any of them fails the check: the schemas must reach every
 /// client as we wrote them.
 fn inspector_strict(node: &Path, node_dir: &Path, binary: &Path) -> Result<()> {
+    inspector_strict_with(node, node_dir, binary, &[])
+}
+
+/// [`inspector_strict`] with more server arguments.
+fn inspector_strict_with(node: &Path, node_dir: &Path, binary: &Path, args: &[&str]) -> Result<()> {
     let launcher = node_dir
         .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
     let ws = tempfile::tempdir()?;
@@ -448,6 +470,7 @@ fn inspector_strict(node: &Path, node_dir: &Path, binary: &Path) -> Result<()> {
         .arg(binary)
         .args(["--stdio", "--workspace"])
         .arg(ws.path())
+        .args(args)
         // Its catalog file goes to a throwaway home.
         .env("HOME", home.path())
         .stdin(std::process::Stdio::null())

@@ -45,7 +45,7 @@ pub fn run(_args: &[String]) -> Result<()> {
             ),
         ),
     ];
-    for (name, script, client) in clients {
+    for (name, script, client) in &clients {
         phase(&format!(
             "{name} with a scripted model: which tools its model is given, what each result hands it"
         ));
@@ -53,11 +53,22 @@ pub fn run(_args: &[String]) -> Result<()> {
         run_cmd(
             Command::new(&python)
                 .arg(root().join("tests/clients").join(script))
-                .arg(&client)
+                .arg(client)
                 .arg(&binary)
                 .arg(&report),
         )?;
     }
+    phase(
+        "Claude Code again with --catalog 0.5 (issue 34): apply_changes loaded, the revision read",
+    );
+    run_cmd(
+        Command::new(&python)
+            .arg(root().join("tests/clients/claude_code.py"))
+            .arg(&clients[0].2)
+            .arg(&binary)
+            .arg(target_dir().join("clients-claude_code-catalog-0.5.json"))
+            .env("CTM_SERVER_ARGS", "--catalog 0.5"),
+    )?;
     Ok(())
 }
 

@@ -70,10 +70,19 @@ pub fn start_http(
 /// The official suite (scenarios above, with the expected-failures
 /// baseline) and its authorization-server metadata check.
 pub fn official_suite(node: &Path, node_dir: &Path, binary: &Path) -> Result<()> {
+    server_scenarios(node, node_dir, binary, &[])?;
+    let cli = node_dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let ws = tempfile::tempdir()?;
+    authorization_scenario(node, &cli, binary, ws.path())
+}
+
+/// The official suite's server scenarios against the binary started with
+/// `args` (`--catalog 0.5`: the same expected failures).
+pub fn server_scenarios(node: &Path, node_dir: &Path, binary: &Path, args: &[&str]) -> Result<()> {
     let cli = node_dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let baseline = root().join("tests/conformance/expected-failures.yaml");
     let ws = tempfile::tempdir()?;
-    let (mut server, url) = start_http(binary, ws.path(), &[], &[])?;
+    let (mut server, url) = start_http(binary, ws.path(), args, &[])?;
     let mut result = Ok(());
     for scenario in SERVER_SCENARIOS {
         let r = run_suite(
@@ -96,17 +105,21 @@ pub fn official_suite(node: &Path, node_dir: &Path, binary: &Path) -> Result<()>
     }
     let _ = server.kill();
     let _ = server.wait();
-    result?;
+    result
+}
+
+/// The authorization-server metadata scenario against `--oauth-mode`.
+fn authorization_scenario(node: &Path, cli: &Path, binary: &Path, ws: &Path) -> Result<()> {
     let (mut oauth, url) = start_http(
         binary,
-        ws.path(),
+        ws,
         &["--oauth-mode"],
         &[("CODING_TOOLS_MCP_OAUTH_PASSWORD", "ci-password")],
     )?;
     let issuer = url.trim_end_matches("/mcp").to_owned();
     let r = run_suite(
         "authorization-server-metadata-endpoint",
-        Command::new(node).arg(&cli).args([
+        Command::new(node).arg(cli).args([
             "authorization",
             "--url",
             &issuer,
