@@ -335,8 +335,6 @@ pub struct ExecConfig {
     pub allow_roots: Vec<PathBuf>,
     /// The namespace tier: asked for or not, git sealing, its entry program.
     pub sandbox: SandboxConfig,
-    /// Whether commands may write the workspace.
-    pub workspace_writes: WorkspaceWrites,
 }
 
 /// Whether commands may write the workspace (`--workspace-mutation`).
@@ -382,7 +380,6 @@ impl ExecConfig {
             budget: RetentionBudget::default(),
             allow_roots: Vec::new(),
             sandbox: SandboxConfig::default(),
-            workspace_writes: WorkspaceWrites::default(),
         }
     }
 }
@@ -736,6 +733,8 @@ impl Cmd {
 
 struct Inner {
     cfg: ExecConfig,
+    /// Whether commands may write the workspace.
+    workspace_writes: WorkspaceWrites,
     workspace: Workspace,
     dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     inherited_env: Vec<(String, String)>,
@@ -807,6 +806,7 @@ impl std::fmt::Debug for ExecRuntime {
 pub struct ExecRuntimeBuilder {
     cfg: ExecConfig,
     subreaper: bool,
+    workspace_writes: WorkspaceWrites,
 }
 
 impl ExecRuntimeBuilder {
@@ -815,7 +815,14 @@ impl ExecRuntimeBuilder {
         Self {
             cfg,
             subreaper: false,
+            workspace_writes: WorkspaceWrites::default(),
         }
+    }
+
+    /// Whether commands may write the workspace (by default they may).
+    pub fn workspace_writes(&mut self, writes: WorkspaceWrites) -> &mut Self {
+        self.workspace_writes = writes;
+        self
     }
 
     /// Makes the host process a child subreaper (`PR_SET_CHILD_SUBREAPER`)
@@ -840,7 +847,12 @@ impl ExecRuntimeBuilder {
             // Orphaned grandchildren are re-parented to us, so we can reap them.
             let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
         }
-        ExecRuntime::with_config(self.cfg.clone(), workspace, dirs)
+        ExecRuntime::with_config(
+            self.cfg.clone(),
+            self.workspace_writes.clone(),
+            workspace,
+            dirs,
+        )
     }
 }
 
@@ -852,6 +864,7 @@ impl ExecRuntime {
 
     fn with_config(
         cfg: ExecConfig,
+        workspace_writes: WorkspaceWrites,
         workspace: Workspace,
         dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     ) -> Self {
@@ -892,6 +905,7 @@ impl ExecRuntime {
         Self {
             inner: Arc::new(Inner {
                 cfg,
+                workspace_writes,
                 workspace,
                 dirs,
                 inherited_env,
@@ -1142,7 +1156,7 @@ impl ExecRuntime {
                 cfg.gates
                     .landlock
                     .then(|| {
-                        let writes = &cfg.workspace_writes;
+                        let writes = &self.inner.workspace_writes;
                         let mut read = self.inner.toolchains.read_roots.clone();
                         let workspace = if writes.structured_only() {
                             read.push(self.inner.workspace.root().to_path_buf());
@@ -1174,7 +1188,7 @@ impl ExecRuntime {
     /// to them, its write paths) and the runtime directory.
     pub fn write_roots(&self) -> Vec<PathBuf> {
         let mut v = write_roots_of(&self.inner.workspace, &self.inner.dirs);
-        let writes = &self.inner.cfg.workspace_writes;
+        let writes = &self.inner.workspace_writes;
         if writes.structured_only() {
             v.remove(0);
             v.splice(0..0, writes.write_paths().iter().cloned());
@@ -1184,7 +1198,7 @@ impl ExecRuntime {
 
     /// Whether commands may write the workspace.
     pub fn workspace_writes(&self) -> &WorkspaceWrites {
-        &self.inner.cfg.workspace_writes
+        &self.inner.workspace_writes
     }
 
     fn new_id(&self) -> String {
@@ -1580,7 +1594,7 @@ impl ExecRuntime {
         let budget = self.inner.cfg.budget.buffer_bytes_per_stream;
         let ws_root = self.inner.workspace.root().to_path_buf();
         // A workspace read-only to commands needs no seal of its `.git`.
-        let read_only = self.inner.cfg.workspace_writes.structured_only();
+        let read_only = self.inner.workspace_writes.structured_only();
         let seal_plan = (ns && self.inner.cfg.sandbox.seal_git && !read_only)
             .then(|| crate::gitseal::plan(&ws_root));
         let (seal_job, mut ns_setup) = match (&seal_plan, self.seal_root()) {
@@ -1728,7 +1742,7 @@ impl ExecRuntime {
                     )
                 });
                 let ruleset_fd = sandbox.as_ref().map_or(-1, |s| s.ruleset_fd());
-                let write_paths = make_write_paths(self.inner.cfg.workspace_writes.write_paths());
+                let write_paths = make_write_paths(self.inner.workspace_writes.write_paths());
                 let plan = namespace::Plan {
                     bwrap,
                     workspace: self.inner.workspace.root(),

@@ -135,9 +135,9 @@ impl Server {
                 seal_git: config.permission_mode == PermissionMode::Safe,
                 helper: std::env::current_exe().ok(),
             },
-            workspace_writes,
         })
         .subreaper(true)
+        .workspace_writes(workspace_writes)
         .build(workspace.clone(), runtime_dirs.clone());
         Self {
             config,
