@@ -172,7 +172,12 @@ pub fn run(_args: &[String]) -> Result<()> {
             .arg(&binary)
             .env("CTM_SERVER_ARGS", "--catalog 0.5"),
     )?;
-    inspector_strict_with(&node, &node_dir, &binary, &["--catalog", "0.5"])?;
+    inspector_strict_with(
+        &node,
+        &node_dir,
+        &binary,
+        &[("CODING_TOOLS_MCP_CATALOG", "0.5")],
+    )?;
     phase("the contract vectors of tests/conformance/vectors.json, over stdio and HTTP");
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("AGENTS.md"), "# Rules\nVector workspace.\n")?;
@@ -458,8 +463,15 @@ fn inspector_strict(node: &Path, node_dir: &Path, binary: &Path) -> Result<()> {
     inspector_strict_with(node, node_dir, binary, &[])
 }
 
-/// [`inspector_strict`] with more server arguments.
-fn inspector_strict_with(node: &Path, node_dir: &Path, binary: &Path, args: &[&str]) -> Result<()> {
+/// [`inspector_strict`] with variables for the server (its `-e`: the
+/// launcher takes `--catalog` and other options after the command as its
+/// own).
+fn inspector_strict_with(
+    node: &Path,
+    node_dir: &Path,
+    binary: &Path,
+    env: &[(&str, &str)],
+) -> Result<()> {
     let launcher = node_dir
         .join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
     let ws = tempfile::tempdir()?;
@@ -467,10 +479,13 @@ fn inspector_strict_with(node: &Path, node_dir: &Path, binary: &Path, args: &[&s
     let out = Command::new(node)
         .arg(&launcher)
         .args(["--cli", "--method", "tools/list", "--strict"])
+        .args(
+            env.iter()
+                .flat_map(|(k, v)| ["-e".to_owned(), format!("{k}={v}")]),
+        )
         .arg(binary)
         .args(["--stdio", "--workspace"])
         .arg(ws.path())
-        .args(args)
         // Its catalog file goes to a throwaway home.
         .env("HOME", home.path())
         .stdin(std::process::Stdio::null())
@@ -483,7 +498,12 @@ fn inspector_strict_with(node: &Path, node_dir: &Path, binary: &Path, args: &[&s
         .collect();
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let tools = listed["tools"].as_array().map_or(0, Vec::len);
-    if !out.status.success() || !problems.is_empty() || tools == 0 {
+    // The catalog asked for is the one listed.
+    let catalog_05 = env.contains(&("CODING_TOOLS_MCP_CATALOG", "0.5"));
+    let has_changes = listed["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["name"] == "apply_changes"));
+    if !out.status.success() || !problems.is_empty() || tools == 0 || has_changes != catalog_05 {
         bail!(
             "MCP Inspector --strict: exit {:?}, {tools} tools listed, {} problem(s):\n{stderr}",
             out.status.code(),
