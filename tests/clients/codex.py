@@ -52,6 +52,13 @@ OUR_TOOLS = (
     "request_permissions view_image"
 ).split()
 
+# More server arguments (CI: `--catalog 0.5`, the reference 0.5.0's catalog:
+# apply_changes, and no request_permissions outside dangerous mode).
+SERVER_ARGS = os.environ.get("CTM_SERVER_ARGS", "").split()
+CATALOG_05 = "0.5" in SERVER_ARGS
+if CATALOG_05:
+    OUR_TOOLS = [t for t in OUR_TOOLS if t != "request_permissions"] + ["apply_changes"]
+
 SEARCH = {"query": "coding tools read file exec command", "limit": 20}
 SCRIPT = [
     ("read_file", {"path": "small.txt"}, "read a 25-byte file"),
@@ -93,7 +100,7 @@ def probe_server(server, ws):
     """Ask our server directly (tools/list, the scripted tools/call), so the
     client's rendering can be compared with what our server answered."""
     p = subprocess.Popen(
-        [server, "--workspace", ws, "--stdio"],
+        [server, "--workspace", ws, "--stdio", *SERVER_ARGS],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -301,7 +308,7 @@ stream_max_retries = 0
 
 [mcp_servers.{SERVER}]
 command = {toml_str(server)}
-args = ["--workspace", {toml_str(ws)}, "--stdio"]
+args = [{", ".join(toml_str(a) for a in ["--workspace", ws, "--stdio", *SERVER_ARGS])}]
 """
         # Extra top-level TOML for experiments, e.g. tool_output_token_limit = 50000.
         extra = os.environ.get("CTM_CODEX_EXTRA_CONFIG", "")
@@ -466,6 +473,7 @@ args = ["--workspace", {toml_str(ws)}, "--stdio"]
         c["refused_by_client"] = "requires approval" in text[:300]
         c["head"] = text[:400]
         c["tail"] = text[-400:]
+        c["has_revision"] = "revision" in text
         calls.append(c)
     report["calls"] = calls
     report["final_answer_reached"] = model.turn > len(SCRIPT) + 1
@@ -512,6 +520,8 @@ args = ["--workspace", {toml_str(ws)}, "--stdio"]
             failures.append("the large file's page, as the model got it, names no continuation")
     if not report["final_answer_reached"]:
         failures.append("the conversation did not reach the scripted final answer")
+    if CATALOG_05 and not (calls and calls[0].get("has_revision")):
+        failures.append("catalog 0.5: the read's revision does not reach the model")
     report["failures"] = failures
     with open(report_path, "w") as f:
         json.dump(report, f, indent=2)

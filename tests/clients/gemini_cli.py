@@ -47,6 +47,13 @@ OUR_TOOLS = (
     "request_permissions view_image"
 ).split()
 
+# More server arguments (CI: `--catalog 0.5`, the reference 0.5.0's catalog:
+# apply_changes, and no request_permissions outside dangerous mode).
+SERVER_ARGS = os.environ.get("CTM_SERVER_ARGS", "").split()
+CATALOG_05 = "0.5" in SERVER_ARGS
+if CATALOG_05:
+    OUR_TOOLS = [t for t in OUR_TOOLS if t != "request_permissions"] + ["apply_changes"]
+
 SCRIPT = [
     ("read_file", {"path": "small.txt"}, "read a 25-byte file"),
     ("exec_command", {"cmd": "echo hi; exit 3"}, "a failing command"),
@@ -86,7 +93,7 @@ def make_workspace(ws):
 def probe_server(server, ws):
     """Ask our server directly (tools/list, the scripted tools/call), so the
     client's rendering can be compared with what our server answered."""
-    p = subprocess.Popen([server, "--workspace", ws, "--stdio"], stdin=subprocess.PIPE,
+    p = subprocess.Popen([server, "--workspace", ws, "--stdio", *SERVER_ARGS], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def rpc(i, method, params):
@@ -318,7 +325,7 @@ def main():
             "mcpServers": {
                 SERVER: {
                     "command": server,
-                    "args": ["--workspace", ws, "--stdio"],
+                    "args": ["--workspace", ws, "--stdio", *SERVER_ARGS],
                     "trust": MODES[mode]["trust"],
                 }
             },
@@ -483,6 +490,7 @@ def main():
                 "model_sees_continuation": "start_line=" in text or "next_start_line" in text,
                 "head": text[:400],
                 "tail": text[-300:],
+                "has_revision": "revision" in text,
             }
         )
         calls.append(c)
@@ -522,6 +530,8 @@ def main():
             failures.append("the large file's page, as the model got it, names no continuation")
     if not report["final_answer_reached"]:
         failures.append("the conversation did not reach the scripted final answer")
+    if CATALOG_05 and not (calls and calls[0].get("has_revision")):
+        failures.append("catalog 0.5: the read's revision does not reach the model")
     report["failures"] = failures
     with open(report_path, "w") as f:
         json.dump(report, f, indent=2)

@@ -58,17 +58,23 @@ pub fn run(_args: &[String]) -> Result<()> {
                 .arg(&report),
         )?;
     }
-    phase(
-        "Claude Code again with --catalog 0.5 (issue 34): apply_changes loaded, the revision read",
-    );
-    run_cmd(
-        Command::new(&python)
-            .arg(root().join("tests/clients/claude_code.py"))
-            .arg(&clients[0].2)
-            .arg(&binary)
-            .arg(target_dir().join("clients-claude_code-catalog-0.5.json"))
-            .env("CTM_SERVER_ARGS", "--catalog 0.5"),
-    )?;
+    for (name, script, client) in &clients {
+        phase(&format!(
+            "{name} again with --catalog 0.5 (issue 34): apply_changes offered, the read's revision reaches the model"
+        ));
+        let report = target_dir().join(format!(
+            "clients-{}-catalog-0.5.json",
+            script.trim_end_matches(".py")
+        ));
+        run_cmd(
+            Command::new(&python)
+                .arg(root().join("tests/clients").join(script))
+                .arg(client)
+                .arg(&binary)
+                .arg(&report)
+                .env("CTM_SERVER_ARGS", "--catalog 0.5"),
+        )?;
+    }
     Ok(())
 }
 
