@@ -29,27 +29,33 @@ fn looks_like_git_dir(d: &Path) -> bool {
 /// The entries that make a directory a git directory.
 const MARKERS: [&str; 4] = ["HEAD", "objects", "refs", "commondir"];
 
-/// Whether writing `relative` would complete a git directory in its
-/// directory (with what is there and what this same call names there):
-/// `objects` and `refs`, or `HEAD` and `commondir`. Git would then run
-/// the programs of the `config` beside them.
+/// Whether writing `relative` would complete a git directory: in any
+/// directory on its way (a component named `objects` is made as a parent
+/// directory when it is missing), with what is there and what this same
+/// call names there: `objects` and `refs`, or `HEAD` and `commondir`. Git
+/// would then run the programs of the `config` beside them.
 pub(crate) fn completes_git_dir(ws: &Workspace, relative: &Path, seen: &mut GitVerdicts) -> bool {
-    let Some(name) = relative.file_name().and_then(OsStr::to_str) else {
-        return false;
-    };
-    if !MARKERS.contains(&name) {
-        return false;
+    let mut dir = PathBuf::new();
+    for c in relative.components() {
+        let Component::Normal(name) = c else {
+            return false;
+        };
+        if let Some(name) = name.to_str().filter(|n| MARKERS.contains(n)) {
+            let named = seen.markers.entry(dir.clone()).or_default();
+            if !named.iter().any(|n| n == name) {
+                named.push(name.to_owned());
+            }
+            let on_disk = ws.root().join(&dir);
+            let has = |n: &str| {
+                named.iter().any(|m| m == n) || std::fs::symlink_metadata(on_disk.join(n)).is_ok()
+            };
+            if (has("objects") && has("refs")) || (has("HEAD") && has("commondir")) {
+                return true;
+            }
+        }
+        dir.push(name);
     }
-    let dir = relative.parent().unwrap_or(Path::new("")).to_path_buf();
-    let named = seen.markers.entry(dir.clone()).or_default();
-    if !named.iter().any(|n| n == name) {
-        named.push(name.to_owned());
-    }
-    let on_disk = ws.root().join(&dir);
-    let has = |n: &str| {
-        named.iter().any(|m| m == n) || std::fs::symlink_metadata(on_disk.join(n)).is_ok()
-    };
-    (has("objects") && has("refs")) || (has("HEAD") && has("commondir"))
+    false
 }
 
 /// The real path of an open directory (from `/proc/self/fd`).

@@ -1238,6 +1238,26 @@ fn safe_mode_refuses_to_complete_a_git_directory() {
     );
     assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
     assert!(!ws.path().join("src/refs").exists());
+    // Directories made on the way count too.
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [
+        {"action": "create", "path": "lib/HEAD", "content": "ref: refs/heads/main\n"},
+        {"action": "create", "path": "lib/objects/keep", "content": ""},
+        {"action": "create", "path": "lib/refs/keep", "content": ""}]}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    let r = c.call(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: lib/objects/keep\n+x\n*** End Patch\n"}),
+    );
+    assert_eq!(outcome(&r), "ok", "{r}");
+    let r = c.call(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: lib/refs/heads/main\n+x\n*** End Patch\n"}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    assert!(!ws.path().join("lib/refs").exists());
 }
 
 /// From the review of the edit layer: a file rewritten in place while it
