@@ -41,11 +41,13 @@ pub(crate) fn completes_git_dir(ws: &Workspace, relative: &Path, seen: &mut GitV
             return false;
         };
         if let Some(name) = name.to_str().filter(|n| MARKERS.contains(n)) {
-            let named = seen.markers.entry(dir.clone()).or_default();
+            // Keyed on the real directory: `al -> src` and `src/self -> .`
+            // name one directory three ways.
+            let on_disk = real_dir(&ws.root().join(&dir));
+            let named = seen.markers.entry(on_disk.clone()).or_default();
             if !named.iter().any(|n| n == name) {
                 named.push(name.to_owned());
             }
-            let on_disk = ws.root().join(&dir);
             let has = |n: &str| {
                 named.iter().any(|m| m == n) || std::fs::symlink_metadata(on_disk.join(n)).is_ok()
             };
@@ -56,6 +58,27 @@ pub(crate) fn completes_git_dir(ws: &Workspace, relative: &Path, seen: &mut GitV
         dir.push(name);
     }
     false
+}
+
+/// `path` with its longest existing prefix resolved (symlinks followed),
+/// the rest as written.
+fn real_dir(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (
+            existing.file_name().map(OsStr::to_os_string),
+            existing.pop(),
+        ) {
+            (Some(name), true) => rest.push(name),
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 /// The real path of an open directory (from `/proc/self/fd`).
@@ -105,7 +128,7 @@ pub(crate) fn writes_git_dir_in(dir_verdict: bool, name: &OsStr) -> bool {
 #[derive(Default)]
 pub(crate) struct GitVerdicts {
     by_dir: HashMap<PathBuf, bool>,
-    /// The git-directory markers this call names, by directory.
+    /// The git-directory markers this call names, by real directory.
     markers: HashMap<PathBuf, Vec<String>>,
 }
 

@@ -1186,12 +1186,11 @@ fn safe_mode_refuses_to_complete_a_git_directory() {
     use std::os::unix::fs::PermissionsExt;
     let ws = workspace();
     std::fs::create_dir(ws.path().join("src")).unwrap();
-    std::fs::write(ws.path().join("build.sh"), "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(
-        ws.path().join("build.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    for f in ["build.sh", "run.sh"] {
+        std::fs::write(ws.path().join(f), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(ws.path().join(f), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
     let mut c = Client::ours(ws.path(), "safe");
     let read = c.call("read_file", json!({"path": "build.sh"}));
     let rev = sc(&read)["revision"].as_str().unwrap().to_owned();
@@ -1258,6 +1257,25 @@ fn safe_mode_refuses_to_complete_a_git_directory() {
     );
     assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
     assert!(!ws.path().join("lib/refs").exists());
+    // One directory named three ways through links a command made (the
+    // second review): still one directory.
+    std::fs::create_dir(ws.path().join("pkg")).unwrap();
+    std::os::unix::fs::symlink("pkg", ws.path().join("al")).unwrap();
+    std::os::unix::fs::symlink(".", ws.path().join("pkg/self")).unwrap();
+    let read = c.call("read_file", json!({"path": "run.sh"}));
+    let rev2 = sc(&read)["revision"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{read}"))
+        .to_owned();
+    let r = c.call(
+        "apply_changes",
+        json!({"changes": [
+        {"action": "create", "path": "pkg/HEAD", "content": "ref: refs/heads/main\n"},
+        {"action": "copy", "path": "build.sh", "destination": "al/objects", "revision": rev},
+        {"action": "copy", "path": "run.sh", "destination": "pkg/self/refs", "revision": rev2}]}),
+    );
+    assert_eq!(outcome(&r), "PERMISSION_REQUIRED", "{r}");
+    assert!(!ws.path().join("pkg/objects").exists());
 }
 
 /// From the review of the edit layer: a file rewritten in place while it
