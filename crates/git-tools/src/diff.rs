@@ -600,6 +600,7 @@ impl GitRepo {
             .into_index_worktree_iter(specs)
             .map_err(GitError::git)?;
         let mut parts = Vec::new();
+        let mut rendered = 0usize;
         let mut added = Vec::new();
         for item in iter {
             let item = item.map_err(GitError::git)?;
@@ -636,12 +637,19 @@ impl GitRepo {
             let r = match change {
                 Change::Removed => render_file(&repo, Some(&old), None, opts.context_lines, None),
                 _ => {
-                    let wp = self.ws.resolve_lexically(&path)?;
-                    let (f, kind) = self.ws.open_beneath(&wp)?;
-                    if kind != ctm_workspace_fs::Kind::File {
-                        // A FIFO or device swapped in for a tracked file.
+                    // Past the answer's bytes, the rest are listed unread.
+                    if rendered > opts.max_bytes {
+                        let (text, mut entry) = unread_addition(path);
+                        entry.status = 'M';
+                        parts.push((text, entry));
                         continue;
                     }
+                    let wp = self.ws.resolve_lexically(&path)?;
+                    // A link or a special file swapped in for a tracked file
+                    // is not opened (and does not fail the whole diff).
+                    let Ok((f, ctm_workspace_fs::Kind::File)) = self.ws.open_beneath(&wp) else {
+                        continue;
+                    };
                     let mut data = Vec::new();
                     let cap = MAX_WORKTREE_FILE_BYTES + 1;
                     std::io::Read::read_to_end(&mut std::io::Read::take(&f, cap), &mut data)
@@ -677,6 +685,7 @@ impl GitRepo {
                     render_file(&repo, Some(&old), Some(&new), opts.context_lines, None)
                 }
             };
+            rendered += r.0.len();
             parts.push(r);
         }
         parts.sort_by(|a, b| a.1.path.cmp(&b.1.path));

@@ -723,6 +723,19 @@ fn git_diff_shows_untracked_files_in_catalog_05() {
         text.contains("tracked.txt") && text.len() < 4096,
         "{text:.600}"
     );
+    // A link swapped in for a tracked file is not opened, and the rest of
+    // the diff stands (it failed whole before).
+    std::fs::remove_file(ws.path().join("tracked.txt")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", ws.path().join("tracked.txt")).unwrap();
+    let linked = c.call("git_diff", json!({}));
+    assert_eq!(outcome(&linked), "ok", "{linked:.600}");
+    assert!(
+        sc(&linked)["diff"]
+            .as_str()
+            .unwrap()
+            .contains("sub/untracked.txt")
+    );
+    std::fs::remove_file(ws.path().join("tracked.txt")).unwrap();
     std::fs::write(
         ws.path().join("tracked.txt"),
         "one\nTWO\nthree\nfour\nfive\n",
