@@ -735,6 +735,8 @@ struct Inner {
     cfg: ExecConfig,
     /// Whether commands may write the workspace.
     workspace_writes: WorkspaceWrites,
+    /// Its write paths as made (see `made_write_paths`).
+    made_write_paths: OnceLock<Vec<PathBuf>>,
     workspace: Workspace,
     dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     inherited_env: Vec<(String, String)>,
@@ -906,6 +908,7 @@ impl ExecRuntime {
             inner: Arc::new(Inner {
                 cfg,
                 workspace_writes,
+                made_write_paths: OnceLock::new(),
                 workspace,
                 dirs,
                 inherited_env,
@@ -1160,7 +1163,7 @@ impl ExecRuntime {
                         let mut read = self.inner.toolchains.read_roots.clone();
                         let workspace = if writes.structured_only() {
                             read.push(self.inner.workspace.root().to_path_buf());
-                            make_write_paths(writes.write_paths())
+                            self.made_write_paths().to_vec()
                         } else {
                             vec![self.inner.workspace.root().to_path_buf()]
                         };
@@ -1190,10 +1193,27 @@ impl ExecRuntime {
         let mut v = write_roots_of(&self.inner.workspace, &self.inner.dirs);
         let writes = &self.inner.workspace_writes;
         if writes.structured_only() {
+            // Those granted, once made; those asked for before.
+            let granted = self
+                .inner
+                .made_write_paths
+                .get()
+                .map_or(writes.write_paths(), Vec::as_slice);
             v.remove(0);
-            v.splice(0..0, writes.write_paths().iter().cloned());
+            v.splice(0..0, granted.iter().cloned());
         }
         v
+    }
+
+    /// The write paths of a read-only workspace, made at the first
+    /// command that needs them (once: not on every command's path).
+    fn made_write_paths(&self) -> &[PathBuf] {
+        self.inner.made_write_paths.get_or_init(|| {
+            make_write_paths(
+                &self.inner.workspace,
+                self.inner.workspace_writes.write_paths(),
+            )
+        })
     }
 
     /// Whether commands may write the workspace.
@@ -1742,12 +1762,12 @@ impl ExecRuntime {
                     )
                 });
                 let ruleset_fd = sandbox.as_ref().map_or(-1, |s| s.ruleset_fd());
-                let write_paths = make_write_paths(self.inner.workspace_writes.write_paths());
+                let write_paths = self.made_write_paths();
                 let plan = namespace::Plan {
                     bwrap,
                     workspace: self.inner.workspace.root(),
                     workspace_read_only: read_only,
-                    write_paths: &write_paths,
+                    write_paths,
                     runtime: runtime.as_deref(),
                     hidden_roots: &self.inner.hidden_roots,
                     unshare_net: gates.network == GateState::Blocked,
@@ -2165,14 +2185,24 @@ fn spawn_error(e: impl Into<std::io::Error>) -> ExecError {
 struct LandlockRuleset(#[source] std::io::Error);
 
 /// The workspace first, then the runtime directory (if there is one).
-/// Makes the write paths of a read-only workspace that are missing; keeps
-/// those that are directories beneath it after that (a symlink swapped in
-/// for one is left out: its target would become writable).
-fn make_write_paths(paths: &[PathBuf]) -> Vec<PathBuf> {
+/// Makes the write paths of a read-only workspace that are missing, each
+/// beneath the root through the workspace boundary (a link a command put on
+/// the way is not followed out of it); keeps those that are directories
+/// beneath the root after that (a link in place of one is left out: its
+/// target would become writable).
+fn make_write_paths(ws: &Workspace, paths: &[PathBuf]) -> Vec<PathBuf> {
     paths
         .iter()
         .filter(|p| {
-            let _ = std::fs::create_dir_all(p);
+            let made = p
+                .strip_prefix(ws.root())
+                .ok()
+                .and_then(|rel| rel.to_str())
+                .and_then(|rel| ws.resolve_lexically(rel).ok())
+                .and_then(|wp| ws.open_parent(&wp, true).ok());
+            if let Some((dir, name)) = made {
+                let _ = rustix::fs::mkdirat(&dir, &name, rustix::fs::Mode::from_raw_mode(0o755));
+            }
             std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
                 && p.canonicalize().is_ok_and(|c| c == **p)
         })

@@ -710,8 +710,8 @@ pub async fn keyed(
     let out = call.await;
     match &out {
         Ok(success) if !dry_run => {
-            let bytes =
-                success.text.len() + Value::Object(success.structured.clone()).to_string().len();
+            let bytes = success.text.len()
+                + serde_json::to_string(&success.structured).map_or(0, |j| j.len());
             ticket.record(success.clone(), bytes);
         }
         _ => drop(ticket),
