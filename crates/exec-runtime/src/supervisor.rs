@@ -411,7 +411,7 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
                 return Err(std::io::Error::last_os_error());
             }
             if init == 0 {
-                crate::holder::init(me, |gate| joined_command(launch, j, gate));
+                crate::holder::init(me, j.ids, |gate| joined_command(launch, j, gate));
             }
             libc::close(me);
             // Orphans of the command go to that PID 1, not here: it is the
