@@ -1039,24 +1039,6 @@ pub(crate) fn write_proc(path: &CStr, data: &[u8]) -> Result<(), i32> {
     Ok(())
 }
 
-/// A fork by the raw system call: no `atfork` handler, no lock of the
-/// C library (the process is a fork of a multi-threaded server).
-#[expect(unsafe_code, reason = "the clone system call as fork")]
-pub(crate) fn raw_fork() -> libc::pid_t {
-    // SAFETY: clone with only SIGCHLD is fork; the child continues here on
-    // a copy of this stack.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        ) as libc::pid_t
-    }
-}
-
 /// An exit code that says what a wait status says (128 + signal, as a
 /// shell and bubblewrap report a signalled child).
 pub(crate) fn exit_code(status: libc::c_int) -> libc::c_int {

@@ -406,12 +406,34 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             if let Err((_, errno)) = j.enter() {
                 return Err(std::io::Error::from_raw_os_error(errno));
             }
-            let init = crate::holder::raw_fork();
-            if init < 0 {
+            // PID 1 runs on this process's memory (no page table is copied
+            // for it) and its own stack; this frame, which holds what it
+            // reads, lives as long as this process (`supervise` never
+            // returns).
+            let stack = libc::mmap(
+                std::ptr::null_mut(),
+                STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if stack == libc::MAP_FAILED {
                 return Err(std::io::Error::last_os_error());
             }
-            if init == 0 {
-                crate::holder::init(me, j.ids, |gate| joined_command(launch, j, gate));
+            let start = InitStart {
+                supervisor: me,
+                launch,
+                joined: j,
+            };
+            let init = libc::clone(
+                start_init,
+                stack.cast::<u8>().add(STACK).cast(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                (&raw const start).cast_mut().cast(),
+            );
+            if init < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             libc::close(me);
             // Orphans of the command go to that PID 1, not here: it is the
@@ -449,6 +471,26 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             return Err(std::io::Error::from_raw_os_error(errno));
         }
         supervise(shell, status_fd, server)
+    }
+}
+
+/// What PID 1 starts from (in the supervisor's memory).
+struct InitStart<'a> {
+    /// A pidfd of the supervisor.
+    supervisor: RawFd,
+    launch: &'a Launch,
+    joined: &'a crate::holder::Joined,
+}
+
+/// PID 1 of the command's PID namespace, on the supervisor's memory.
+#[expect(unsafe_code, reason = "the clone entry point of PID 1")]
+extern "C" fn start_init(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the supervisor's `InitStart`, alive while the
+    // supervisor lives (and PID 1 dies with it); `init` makes system calls only.
+    unsafe {
+        let s = &*arg.cast::<InitStart<'_>>();
+        let (launch, j) = (s.launch, s.joined);
+        crate::holder::init(s.supervisor, j.ids, |gate| joined_command(launch, j, gate))
     }
 }
 
