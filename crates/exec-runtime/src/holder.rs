@@ -821,14 +821,16 @@ pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl 
         // Holds nothing of the command's.
         crate::supervisor::close_range(0, u32::MAX);
         loop {
-            let mut status = 0;
-            let pid = libc::waitpid(-1, &mut status, 0);
-            if pid == child {
+            // rustix's wait answers its error itself: `errno` is shared
+            // with the supervisor, whose memory this process runs on.
+            use rustix::process::{WaitOptions, wait};
+            match wait(WaitOptions::empty()) {
                 // Leaving ends every other process of the namespace.
-                libc::_exit(exit_code(status));
-            }
-            if pid < 0 && errno() != libc::EINTR {
-                libc::_exit(1);
+                Ok(Some((pid, status))) if pid.as_raw_nonzero().get() == child => {
+                    libc::_exit(exit_code(status.as_raw()))
+                }
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => libc::_exit(1),
             }
         }
     }

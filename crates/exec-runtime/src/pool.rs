@@ -740,7 +740,10 @@ struct Inner {
     workspace: Workspace,
     dirs: Result<Arc<RuntimeDirs>, Arc<RuntimeDirError>>,
     inherited_env: Vec<(String, String)>,
-    toolchains: Toolchains,
+    /// Where commands may read and run, and the toolchain variables; and
+    /// the read roots the sandbox's private /tmp and /run would hide.
+    /// Found off start-up's path (a background thread, or the first use).
+    discovered: OnceLock<(Toolchains, Vec<PathBuf>)>,
     /// The sandbox's roots, opened at the first command (None: no Landlock
     /// in this mode or host).
     roots: OnceLock<Option<SandboxRoots>>,
@@ -749,8 +752,6 @@ struct Inner {
     /// The namespace tier's entry program, held open (it is exec'd as
     /// `/proc/self/fd/N`, so a rebuilt or moved binary does not matter).
     helper: Option<OwnedFd>,
-    /// Read roots the sandbox's private /tmp and /run would hide.
-    hidden_roots: Vec<PathBuf>,
     /// Set by [`ExecRuntime::shutdown`]: no command starts any more.
     closed: std::sync::atomic::AtomicBool,
     commands: Mutex<HashMap<String, Arc<Cmd>>>,
@@ -768,6 +769,22 @@ struct Inner {
     seal_git: OnceLock<Option<PathBuf>>,
     /// The namespace tier's shared namespaces (see `crate::holder`).
     holder: Mutex<HolderSlot>,
+}
+
+impl Inner {
+    /// The toolchains and hidden read roots, found once.
+    fn discovered(&self) -> &(Toolchains, Vec<PathBuf>) {
+        self.discovered.get_or_init(|| {
+            let toolchains = discover(&self.inherited_env, &self.cfg.allow_roots);
+            let hidden = toolchains
+                .read_roots
+                .iter()
+                .filter_map(|r| r.canonicalize().ok())
+                .filter(|r| r.starts_with("/tmp") || r.starts_with("/run"))
+                .collect();
+            (toolchains, hidden)
+        })
+    }
 }
 
 /// The workspace's current holder, or why commands build their own
@@ -875,7 +892,6 @@ impl ExecRuntime {
         let inherited_env: Vec<(String, String)> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
-        let toolchains = discover(&inherited_env, &cfg.allow_roots);
         {
             let mut distrust: Vec<&Path> = vec![workspace.root()];
             if let Ok(d) = &dirs {
@@ -891,12 +907,6 @@ impl ExecRuntime {
             )
             .ok()
         });
-        let hidden_roots = toolchains
-            .read_roots
-            .iter()
-            .filter_map(|r| r.canonicalize().ok())
-            .filter(|r| r.starts_with("/tmp") || r.starts_with("/run"))
-            .collect();
         if cfg.gates.landlock && cfg.sandbox.tier != TierChoice::Landlock && helper.is_some() {
             // Probe bubblewrap now, off the first command's path.
             std::thread::spawn(|| {
@@ -904,7 +914,7 @@ impl ExecRuntime {
                 namespace::support();
             });
         }
-        Self {
+        let rt = Self {
             inner: Arc::new(Inner {
                 cfg,
                 workspace_writes,
@@ -912,11 +922,10 @@ impl ExecRuntime {
                 workspace,
                 dirs,
                 inherited_env,
-                toolchains,
+                discovered: OnceLock::new(),
                 roots: OnceLock::new(),
                 tier: OnceLock::new(),
                 helper,
-                hidden_roots,
                 closed: std::sync::atomic::AtomicBool::new(false),
                 commands: Mutex::new(HashMap::new()),
                 starting: std::sync::atomic::AtomicUsize::new(0),
@@ -927,7 +936,17 @@ impl ExecRuntime {
                 seal_git: OnceLock::new(),
                 holder: Mutex::new(HolderSlot::default()),
             }),
-        }
+        };
+        // Looked for beside start-up (a few hundred stats and canonical
+        // paths: most of a millisecond the first answer need not wait for).
+        let inner = Arc::downgrade(&rt.inner);
+        std::thread::spawn(move || {
+            crate::background_priority();
+            if let Some(inner) = inner.upgrade() {
+                inner.discovered();
+            }
+        });
+        rt
     }
 
     fn commands(&self) -> MutexGuard<'_, HashMap<String, Arc<Cmd>>> {
@@ -991,7 +1010,7 @@ impl ExecRuntime {
 
     /// Where commands may read and execute, and the toolchain variables.
     pub fn toolchains(&self) -> &Toolchains {
-        &self.inner.toolchains
+        &self.inner.discovered().0
     }
 
     /// Which sandbox commands get (decided once, at the first command or
@@ -1160,7 +1179,7 @@ impl ExecRuntime {
                     .landlock
                     .then(|| {
                         let writes = &self.inner.workspace_writes;
-                        let mut read = self.inner.toolchains.read_roots.clone();
+                        let mut read = self.inner.discovered().0.read_roots.clone();
                         let workspace = if writes.structured_only() {
                             read.push(self.inner.workspace.root().to_path_buf());
                             self.made_write_paths().to_vec()
@@ -1368,7 +1387,7 @@ impl ExecRuntime {
                 workdir: workdir.relative(),
                 runtime: dirs.root(),
                 home: &home,
-                read_roots: &self.inner.toolchains.read_roots,
+                read_roots: &self.inner.discovered().0.read_roots,
             };
             if let Some(a) = path_arguments_of(&reading)
                 .into_iter()
@@ -1414,7 +1433,7 @@ impl ExecRuntime {
         let tmp = dirs.tmp().to_string_lossy().into_owned();
         let cache = dirs.cache().to_string_lossy().into_owned();
         let gates = self.inner.cfg.gates;
-        let mut toolchain = self.inner.toolchains.env.clone();
+        let mut toolchain = self.inner.discovered().0.env.clone();
         if gates.network == GateState::Blocked && toolchain.iter().any(|(k, _)| k == "RUSTUP_HOME")
         {
             // A missing toolchain is an error here, never a download.
@@ -1769,7 +1788,7 @@ impl ExecRuntime {
                     workspace_read_only: read_only,
                     write_paths,
                     runtime: runtime.as_deref(),
-                    hidden_roots: &self.inner.hidden_roots,
+                    hidden_roots: &self.inner.discovered().1,
                     unshare_net: gates.network == GateState::Blocked,
                     legacy_git_seal: legacy_seal,
                     seal_binds: &seal_binds,

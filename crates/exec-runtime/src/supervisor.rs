@@ -57,6 +57,11 @@ pub struct Launch {
     /// The workspace's shared namespaces, joined by the supervisor (the
     /// namespace tier without a builder per command; see `crate::holder`).
     joined: Option<crate::holder::Joined>,
+    /// The server's process id, taken before the fork: the supervisor
+    /// compares its parent with it once its death signal is armed (a server
+    /// that died before that would otherwise go unnoticed: its parent is
+    /// then already another process).
+    server: libc::pid_t,
 }
 
 /// A user and mount namespace of the supervisor's own, entered before the
@@ -197,6 +202,7 @@ impl Launch {
             wrapped: keep,
             ns: None,
             joined: None,
+            server: std::process::id() as libc::pid_t,
         })
     }
 
@@ -390,13 +396,19 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
         // ends everything below it. (A thread of the server that ends is no
         // death: the parent process is still the same.) Installed before the
         // command exists, so no request can arrive unhandled.
-        let server = libc::getppid();
+        let server = launch.server;
+        // Named for what it is (PID 1 wipes the argument strings it shares).
+        libc::prctl(libc::PR_SET_NAME, c"ctm-supervisor".as_ptr(), 0, 0, 0);
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_kill_all as *const () as libc::sighandler_t;
         libc::sigemptyset(&mut action.sa_mask);
         action.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR
         libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2, 0, 0, 0);
+        if libc::getppid() != server {
+            // The server died before the death signal was armed.
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
         if let Some(j) = &launch.joined {
             // PID 1 checks through this pidfd that we still live.
             let me = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as RawFd;
@@ -632,23 +644,25 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -
             if KILL_ALL.load(Ordering::SeqCst) || libc::getppid() != server {
                 kill_children();
             }
-            let mut status: libc::c_int = 0;
-            let pid = libc::waitpid(-1, &mut status, 0);
-            if pid < 0 {
-                if *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                break;
-            }
+            // rustix's wait answers its error itself: PID 1 and the
+            // command's process (before its exec) run on this process's
+            // memory, so the C library's `errno` is theirs too.
+            use rustix::process::{WaitOptions, wait};
+            let (pid, status) = match wait(WaitOptions::empty()) {
+                Ok(Some((pid, status))) => (pid.as_raw_nonzero().get(), status.as_raw()),
+                Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            };
             if pid == shell && !reported {
                 // Reap what has already ended; then either nothing is left
                 // (say so, and go) or background processes run on.
-                let mut other: libc::c_int = 0;
-                let mut left = libc::waitpid(-1, &mut other, libc::WNOHANG);
-                while left > 0 {
-                    left = libc::waitpid(-1, &mut other, libc::WNOHANG);
-                }
-                let empty = left < 0;
+                let empty = loop {
+                    match wait(WaitOptions::NOHANG) {
+                        Ok(Some(_)) | Err(rustix::io::Errno::INTR) => {}
+                        Ok(None) => break false,
+                        Err(_) => break true,
+                    }
+                };
                 let mut msg = [0u8; 8];
                 msg[..4].copy_from_slice(&status.to_ne_bytes());
                 msg[4..].copy_from_slice(&i32::from(empty).to_ne_bytes());
