@@ -826,6 +826,7 @@ pub struct ExecRuntimeBuilder {
     cfg: ExecConfig,
     subreaper: bool,
     workspace_writes: WorkspaceWrites,
+    warm_up: bool,
 }
 
 impl ExecRuntimeBuilder {
@@ -835,7 +836,17 @@ impl ExecRuntimeBuilder {
             cfg,
             subreaper: false,
             workspace_writes: WorkspaceWrites::default(),
+            warm_up: true,
         }
+    }
+
+    /// Whether [`build`](Self::build) starts [`ExecRuntime::warm_up`] on a
+    /// thread of its own at once (the default). A host that wants nothing
+    /// beside its own start-up turns it off and calls `warm_up` when it is
+    /// ready; otherwise the first command or report does the work.
+    pub fn warm_up(&mut self, yes: bool) -> &mut Self {
+        self.warm_up = yes;
+        self
     }
 
     /// Whether commands may write the workspace (by default they may).
@@ -866,12 +877,22 @@ impl ExecRuntimeBuilder {
             // Orphaned grandchildren are re-parented to us, so we can reap them.
             let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
         }
-        ExecRuntime::with_config(
+        let rt = ExecRuntime::with_config(
             self.cfg.clone(),
             self.workspace_writes.clone(),
             workspace,
             dirs,
-        )
+        );
+        if self.warm_up {
+            let inner = Arc::downgrade(&rt.inner);
+            std::thread::spawn(move || {
+                crate::background_priority();
+                if let Some(inner) = inner.upgrade() {
+                    (ExecRuntime { inner }).warm_up();
+                }
+            });
+        }
+        rt
     }
 }
 
@@ -907,14 +928,7 @@ impl ExecRuntime {
             )
             .ok()
         });
-        if cfg.gates.landlock && cfg.sandbox.tier != TierChoice::Landlock && helper.is_some() {
-            // Probe bubblewrap now, off the first command's path.
-            std::thread::spawn(|| {
-                crate::background_priority();
-                namespace::support();
-            });
-        }
-        let rt = Self {
+        Self {
             inner: Arc::new(Inner {
                 cfg,
                 workspace_writes,
@@ -936,17 +950,21 @@ impl ExecRuntime {
                 seal_git: OnceLock::new(),
                 holder: Mutex::new(HolderSlot::default()),
             }),
-        };
-        // Looked for beside start-up (a few hundred stats and canonical
-        // paths: most of a millisecond the first answer need not wait for).
-        let inner = Arc::downgrade(&rt.inner);
-        std::thread::spawn(move || {
-            crate::background_priority();
-            if let Some(inner) = inner.upgrade() {
-                inner.discovered();
-            }
-        });
-        rt
+        }
+    }
+
+    /// Does now what the first command would otherwise do first: finds the
+    /// toolchains and read roots (a few hundred stats) and probes the
+    /// namespace tier's builder. Each is done once, whoever asks first.
+    pub fn warm_up(&self) {
+        self.inner.discovered();
+        let cfg = &self.inner.cfg;
+        if cfg.gates.landlock
+            && cfg.sandbox.tier != TierChoice::Landlock
+            && self.inner.helper.is_some()
+        {
+            namespace::support();
+        }
     }
 
     fn commands(&self) -> MutexGuard<'_, HashMap<String, Arc<Cmd>>> {

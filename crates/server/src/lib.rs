@@ -25,6 +25,7 @@ mod limits;
 mod metrics;
 mod output;
 mod server;
+mod startup;
 mod timestamp;
 mod tools;
 mod trace;
@@ -78,6 +79,18 @@ pub fn run_command_line() -> ExitCode {
         }
     };
     init_logging();
+    // Over stdio the first request is read while the rest of start-up runs.
+    let stdin = if config.stdio {
+        match ctm_transport_stdio::EarlyStdin::start() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("coding-tools-mcp: error: cannot start reading stdin: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     // No program the server runs outside the sandbox (bwrap, git) comes
     // from where commands write; said before the first probe runs one.
     ctm_exec_runtime::distrust_for_programs(&[config.workspace.as_path()]);
@@ -248,7 +261,7 @@ pub fn run_command_line() -> ExitCode {
         }
     }
     announce_git_seal(&server);
-    let result = runtime.block_on(run(server.clone(), oauth, issuer));
+    let result = runtime.block_on(run(server.clone(), stdin, oauth, issuer));
     // Commands end with the server (every process of every command), then
     // its runtime directory goes. Done here rather than left to drops: a
     // task still in flight (a tool call blocked in the kernel, the stdin
@@ -280,20 +293,17 @@ fn announce_git_seal(server: &Arc<Server>) {
     }
     let server = server.clone();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let started = std::thread::Builder::new()
-        .name("ctm-seal-check".into())
-        .spawn(move || {
-            ctm_exec_runtime::background_priority();
-            let status = server.exec.git_seal_status();
-            if status.degraded {
-                tracing::warn!(
-                    "safe mode: the git seal is not complete ({}): {}; `--sandbox namespace` refuses to start without the namespace tier",
-                    status.design,
-                    status.gaps.join("; ")
-                );
-            }
-            let _ = done_tx.send(());
-        });
+    let started = crate::startup::after_first_answer("ctm-seal-check", move || {
+        let status = server.exec.git_seal_status();
+        if status.degraded {
+            tracing::warn!(
+                "safe mode: the git seal is not complete ({}): {}; `--sandbox namespace` refuses to start without the namespace tier",
+                status.design,
+                status.gaps.join("; ")
+            );
+        }
+        let _ = done_tx.send(());
+    });
     if started.is_ok() {
         *SEAL_ANNOUNCED
             .lock()
@@ -486,19 +496,17 @@ fn open_trace(config: &cli::Config) -> std::io::Result<Trace> {
 /// (`Ok(Some(signal number))`).
 async fn run(
     server: Arc<Server>,
+    stdin: Option<ctm_transport_stdio::EarlyStdin>,
     oauth: Option<ctm_auth::OAuthServer>,
     issuer: Option<ctm_transport_http::ExternalIssuer>,
 ) -> std::io::Result<Option<u8>> {
     let dispatcher = Arc::new(SharedServer(server.clone()));
     let mut signals = StopSignals::install();
-    if server.config.stdio {
+    if let Some(stdin) = stdin {
         tracing::info!(workspace = %server.workspace.root().display(), "serving MCP on stdio");
         widen_stdout_pipe();
-        let serve = ctm_transport_stdio::serve_stdout(
-            dispatcher,
-            tokio::io::stdin(),
-            server.config.max_wait_secs,
-        );
+        let serve =
+            ctm_transport_stdio::serve_stdout(dispatcher, stdin, server.config.max_wait_secs);
         return tokio::select! {
             r = serve => r.map(|()| None),
             signal = signals.next() => {

@@ -45,6 +45,9 @@ pub struct Server {
     /// The `tools/list` result: fixed for the life of the process.
     /// The `tools/list` result, built once (from start-up on, beside it).
     tools_listing: Arc<std::sync::OnceLock<Value>>,
+    /// A copy of the listing made beside start-up: the first `tools/list`
+    /// takes it instead of copying the listing on its way.
+    spare_listing: Arc<std::sync::Mutex<Option<Value>>>,
     /// The instructions of the first `initialize`, made from start-up on.
     first_instructions: Arc<std::sync::OnceLock<String>>,
     first_instructions_taken: std::sync::atomic::AtomicBool,
@@ -63,13 +66,15 @@ impl Server {
         // The listing (a few milliseconds of schemas) is built beside the
         // rest of start-up, not when the first `tools/list` asks for it.
         let tools_listing = Arc::new(std::sync::OnceLock::new());
+        let spare_listing = Arc::new(std::sync::Mutex::new(None));
         {
-            let cell = tools_listing.clone();
+            let (cell, spare) = (tools_listing.clone(), spare_listing.clone());
             let (served, fake) = (served_by(&config), config.fake_readonly_annotations);
             let _ = std::thread::Builder::new()
                 .name("ctm-tools-list".into())
                 .spawn(move || {
-                    cell.get_or_init(|| build_listing(served, fake));
+                    let copy = cell.get_or_init(|| build_listing(served, fake)).clone();
+                    *spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(copy);
                 });
         }
         let mut limits = Limits::new(config.max_wait_secs);
@@ -107,8 +112,7 @@ impl Server {
         // Temp and backup files of a server killed mid-commit: removed in the
         // background so start-up does not wait for a walk of the workspace.
         let sweep = workspace.clone();
-        std::thread::spawn(move || {
-            ctm_exec_runtime::background_priority();
+        let _ = crate::startup::after_first_answer("ctm-sweep", move || {
             let left = ctm_patch_engine::clean_leftovers(&sweep);
             for (path, why) in &left.failed {
                 tracing::warn!("cannot remove leftover patch file {path}: {why}");
@@ -138,7 +142,12 @@ impl Server {
         })
         .subreaper(true)
         .workspace_writes(workspace_writes)
+        .warm_up(false)
         .build(workspace.clone(), runtime_dirs.clone());
+        {
+            let exec = exec.clone();
+            let _ = crate::startup::after_first_answer("ctm-warm-up", move || exec.warm_up());
+        }
         Self {
             config,
             git: ctm_git_tools::RepoCache::new(workspace.clone()),
@@ -153,6 +162,7 @@ impl Server {
             trace,
             metrics,
             tools_listing,
+            spare_listing,
             first_instructions,
             first_instructions_taken: std::sync::atomic::AtomicBool::new(false),
             trimmer: crate::trim::Trimmer::default(),
@@ -219,6 +229,14 @@ impl Server {
     }
 
     fn tools_list(&self) -> MethodOutcome {
+        let spare = self
+            .spare_listing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(listing) = spare {
+            return Ok(listing);
+        }
         let listing = self
             .tools_listing
             .get_or_init(|| build_listing(self.served(), self.config.fake_readonly_annotations));
@@ -560,13 +578,15 @@ impl Dispatcher for SharedServer {
         let server = self.0.clone();
         async move {
             server.trace_request(&req, &ctx);
-            match method {
+            let outcome = match method {
                 Method::Initialize => server.initialize(&req),
                 Method::Ping => Ok(json!({})),
                 Method::Discover => server.discover(),
                 Method::ToolsList => server.tools_list(),
                 Method::ToolsCall => server.tools_call(req, ctx).await,
-            }
+            };
+            crate::startup::answered();
+            outcome
         }
     }
 

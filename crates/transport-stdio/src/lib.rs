@@ -20,6 +20,10 @@
 
 #![deny(missing_docs)]
 
+mod stdin;
+
+pub use stdin::EarlyStdin;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -107,6 +111,11 @@ where
         Output::Fd(f) => Some(f.clone()),
         Output::Stream(_) => None,
     };
+    if watched.is_some() {
+        // The blocking pool's first thread, started while the first
+        // request is read rather than when its answer is written.
+        drop(tokio::task::spawn_blocking(|| ()));
+    }
     let (tx, rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = tokio::spawn(write_lines(output, rx));
     let in_flight: InFlight = Arc::default();
