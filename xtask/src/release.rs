@@ -28,7 +28,8 @@ const HOST_CRATES: [&str; 3] = ["ctm-workspace-fs", "ctm-patch-engine", "ctm-exe
 
 /// The feature combinations the crates document, besides their defaults
 /// (which every other phase builds): crate, then `--features` (empty: none).
-const FEATURE_MATRIX: [(&str, &str); 4] = [
+const FEATURE_MATRIX: [(&str, &str); 5] = [
+    ("ctm-sandbox", ""),
     ("ctm-exec-runtime", ""),
     ("ctm-exec-runtime", "pty"),
     ("ctm-exec-runtime", "landlock"),

@@ -33,6 +33,7 @@
 //! - **A `.git` file** (a linked worktree, a submodule's checkout) is bound
 //!   read-only, so it cannot be pointed at a repository the command built.
 
+use ctm_sandbox::namespace::Bind;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -62,16 +63,6 @@ pub const NEVER_WRITABLE: [&str; 14] = [
     ".huskyrc",
     ".huskyrc.json",
 ];
-
-/// How one path is kept from the command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Bind {
-    /// Bound onto itself read-write: a mount point cannot be renamed or
-    /// removed (the directories above a sealed path).
-    MountPoint,
-    /// Bound onto itself read-only.
-    ReadOnly,
-}
 
 /// The repository the workspace root is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1471,7 +1462,7 @@ pub(crate) fn probe_overlay(scratch: &Path) -> Result<(), String> {
     std::fs::create_dir(&lower).map_err(|e| e.to_string())?;
     std::fs::write(lower.join("f"), "x").map_err(|e| e.to_string())?;
     let job = SealJob::new(&dir, 0, &lower).map_err(|e| e.to_string())?;
-    let ns = crate::supervisor::NsSetup::new(vec![(lower.clone(), job.mount_data())])?;
+    let ns = ctm_sandbox::process::NsSetup::new(vec![(lower.clone(), job.mount_data())])?;
     let mut cmd = std::process::Command::new("/bin/sh");
     // Inside: a write through the overlay lands in the upper layer only.
     cmd.arg("-c")

@@ -40,24 +40,23 @@
 #![deny(missing_docs)]
 
 mod buffer;
-mod builder;
 mod env;
 mod gitseal;
-mod holder;
-mod namespace;
 mod paths;
 mod policy;
 mod pool;
 mod roots;
 mod runtime_dirs;
-mod sandbox;
-mod seccomp;
 mod shell;
 mod signal;
 mod supervisor;
 
+// The sandbox's modules, under the names this crate has always used.
+use ctm_sandbox::confine as sandbox;
+use ctm_sandbox::{holder, namespace, seccomp};
+
 pub use buffer::{RetainedStream, Slice};
-pub use builder::BUILDER_FLAG;
+pub use ctm_sandbox::BUILDER_FLAG;
 pub use env::{
     EnvInherit, EnvPolicy, EnvSpec, NON_INTERACTIVE_DEFAULTS, build_env, credential_shaped,
     glob_matches, is_sensitive,

@@ -1165,7 +1165,7 @@ impl ExecRuntime {
         protected.extend(
             plan.binds
                 .iter()
-                .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
+                .filter(|(k, _)| *k == ctm_sandbox::namespace::Bind::ReadOnly)
                 .map(|(_, p)| rel(p)),
         );
         // A workspace that is no repository has nothing to seal yet: said
@@ -1707,7 +1707,7 @@ impl ExecRuntime {
             .unwrap_or_default();
         let sealed_read_only: Vec<String> = seal_binds
             .iter()
-            .filter(|(k, _)| *k == crate::gitseal::Bind::ReadOnly)
+            .filter(|(k, _)| *k == ctm_sandbox::namespace::Bind::ReadOnly)
             .filter_map(|(_, p)| p.strip_prefix(&ws_root).ok())
             .map(|p| p.display().to_string())
             .collect();

@@ -21,21 +21,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use crate::sandbox::ChildSandbox;
+pub use ctm_sandbox::process::NsSetup;
+use ctm_sandbox::process::{IGNORED, close_range, drop_all_capabilities};
 
 use rustix::process::{Pid, Signal};
-
-/// Signals the supervisor ignores (terminal and job control, and those a
-/// kill sends to a whole group); the shell gets them back as default.
-pub(crate) const IGNORED: [libc::c_int; 8] = [
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGTSTP,
-    libc::SIGTTIN,
-    libc::SIGTTOU,
-    libc::SIGPIPE,
-];
 
 /// Everything the command's process needs to start, prepared in the
 /// server (the child only reads it).
@@ -62,77 +51,6 @@ pub struct Launch {
     /// that died before that would otherwise go unnoticed: its parent is
     /// then already another process).
     server: libc::pid_t,
-}
-
-/// A user and mount namespace of the supervisor's own, entered before the
-/// command starts, with overlays mounted in it: bubblewrap (0.8) mounts no
-/// overlay and a sandboxed process may not, so the git directory's
-/// copy-on-write view is made one namespace up and inherited (locked) by
-/// the sandbox. Only the server's own ids are mapped, so nothing gains a
-/// privilege on the host; the namespace ends with the command's last
-/// process, and the overlay with it.
-pub struct NsSetup {
-    uid_map: CString,
-    gid_map: CString,
-    /// (mount point, options) of each overlay.
-    mounts: Vec<(CString, CString)>,
-}
-
-impl NsSetup {
-    /// Overlays at each `(mount point, overlayfs options)`.
-    pub fn new(mounts: Vec<(std::path::PathBuf, Vec<u8>)>) -> Result<Self, String> {
-        use std::os::unix::ffi::OsStrExt;
-        let nul = |_| "a mount path contains a NUL byte".to_owned();
-        let uid = rustix::process::geteuid().as_raw();
-        let gid = rustix::process::getegid().as_raw();
-        let mut m = Vec::with_capacity(mounts.len());
-        for (target, data) in mounts {
-            m.push((
-                CString::new(target.as_os_str().as_bytes()).map_err(nul)?,
-                CString::new(data).map_err(nul)?,
-            ));
-        }
-        Ok(Self {
-            uid_map: CString::new(format!("{uid} {uid} 1\n")).map_err(nul)?,
-            gid_map: CString::new(format!("{gid} {gid} 1\n")).map_err(nul)?,
-            mounts: m,
-        })
-    }
-
-    /// Enters the namespaces and mounts; system calls only (it runs between
-    /// fork and exec). Returns the errno of the step that failed.
-    ///
-    /// # Safety
-    /// Only in a single-threaded process (a fork child): `unshare` of a user
-    /// namespace requires it.
-    #[expect(
-        unsafe_code,
-        reason = "unshare, /proc writes and mount between fork and exec"
-    )]
-    pub unsafe fn enter(&self) -> Result<(), i32> {
-        // SAFETY: system calls on strings owned by `self`.
-        unsafe {
-            let errno = || *libc::__errno_location();
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
-                return Err(errno());
-            }
-            let write = crate::holder::write_proc;
-            write(c"/proc/self/setgroups", b"deny")?;
-            write(c"/proc/self/uid_map", self.uid_map.as_bytes())?;
-            write(c"/proc/self/gid_map", self.gid_map.as_bytes())?;
-            crate::holder::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-            for (target, data) in &self.mounts {
-                crate::holder::mount(
-                    Some(c"overlay"),
-                    target,
-                    Some(c"overlay"),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    Some(data),
-                )?;
-            }
-            Ok(())
-        }
-    }
 }
 
 // SAFETY: the pointers point into `_strings`, owned by the same value and
@@ -222,75 +140,6 @@ impl Launch {
     }
 }
 
-/// Empties the bounding, ambient, effective, permitted and inheritable
-/// capability sets: a command of a server run as root keeps uid 0 (files
-/// stay its own) but loses every capability (raw sockets, mknod, network
-/// and host configuration, the kernel log, immutable flags, ...), and no
-/// exec gives one back. System calls only. False when any capability is
-/// left after it.
-#[expect(
-    unsafe_code,
-    reason = "the capget/capset system calls have no safe wrapper here"
-)]
-pub(crate) fn drop_all_capabilities() -> bool {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    // SAFETY: prctl and capset with structs on this stack frame.
-    unsafe {
-        for cap in 0..64 {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-        }
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        let header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
-        // Checked, not assumed: dropping never needs a privilege, so
-        // anything left is an error the caller fails on.
-        let header = Header {
-            version: VERSION_3,
-            pid: 0,
-        };
-        let mut left = [Data {
-            effective: 1,
-            permitted: 1,
-            inheritable: 1,
-        }; 2];
-        let got = libc::syscall(
-            libc::SYS_capget,
-            &header as *const Header,
-            left.as_mut_ptr(),
-        );
-        got == 0
-            && left
-                .iter()
-                .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0)
-    }
-}
-
 /// The errno of a command process that could not start, written by it into
 /// the supervisor's memory (they share it until the exec).
 static SETUP_ERRNO: AtomicI32 = AtomicI32::new(0);
@@ -372,7 +221,6 @@ extern "C" fn command_main(arg: *mut libc::c_void) -> libc::c_int {
     reason = "clone of the command process, between fork and exec"
 )]
 pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
-    const STACK: usize = 256 * 1024;
     // SAFETY: system calls only, on values owned by this process; the
     // stack is a fresh private mapping used by the command process alone.
     unsafe {
@@ -422,17 +270,7 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             // for it) and its own stack; this frame, which holds what it
             // reads, lives as long as this process (`supervise` never
             // returns).
-            let stack = libc::mmap(
-                std::ptr::null_mut(),
-                STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            );
-            if stack == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error());
-            }
+            let top = ctm_sandbox::process::clone_stack()?;
             let start = InitStart {
                 supervisor: me,
                 launch,
@@ -440,7 +278,7 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             };
             let init = libc::clone(
                 start_init,
-                stack.cast::<u8>().add(STACK).cast(),
+                top,
                 libc::CLONE_VM | libc::SIGCHLD,
                 (&raw const start).cast_mut().cast(),
             );
@@ -453,18 +291,7 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             JOINED_INIT.store(init, Ordering::SeqCst);
             supervise(init, status_fd, server)
         }
-        let stack = libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if stack == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let top = stack.cast::<u8>().add(STACK).cast::<libc::c_void>();
+        let top = ctm_sandbox::process::clone_stack()?;
         let shell = libc::clone(
             command_main,
             top,
@@ -475,7 +302,8 @@ pub unsafe fn split(status_fd: RawFd, launch: &Launch) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
         // The command process has exec'd (or failed); its stack is ours again.
-        libc::munmap(stack, STACK);
+        let size = ctm_sandbox::process::CLONE_STACK_BYTES;
+        libc::munmap(top.cast::<u8>().sub(size).cast(), size);
         let errno = SETUP_ERRNO.load(Ordering::SeqCst);
         if errno != 0 {
             let mut status = 0;
@@ -674,22 +502,6 @@ unsafe fn supervise(shell: libc::pid_t, status_fd: RawFd, server: libc::pid_t) -
             }
         }
         libc::_exit(0)
-    }
-}
-
-#[expect(unsafe_code, reason = "the close_range system call")]
-pub(crate) unsafe fn close_range(first: u32, last: u32) {
-    if first > last {
-        return;
-    }
-    // SAFETY: closes descriptors of this (forked, single-threaded) process.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, first, last, 0) != 0 {
-            // Kernels before 5.9: close what is plausibly open.
-            for fd in first..=last.min(65_535) {
-                libc::close(fd as libc::c_int);
-            }
-        }
     }
 }
 

@@ -190,14 +190,14 @@ impl SandboxRoots {
 
     /// What a command may do beneath the runtime directory (everything but
     /// device nodes and device ioctls): its private `/tmp` gets the same.
-    pub(crate) fn write_access(&self) -> u64 {
+    pub fn write_access(&self) -> u64 {
         (AccessFs::from_all(self.abi)
             & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev))
             .bits()
     }
 
     /// What a command may do to a pseudo-terminal of its own.
-    pub(crate) fn terminal_access(&self) -> u64 {
+    pub fn terminal_access(&self) -> u64 {
         (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev).bits()
             & AccessFs::from_all(self.abi).bits()
     }
@@ -324,12 +324,12 @@ pub struct ChildSandbox {
 impl ChildSandbox {
     /// The ruleset's descriptor (the namespace tier hands it to the
     /// sandbox's entry, which adds its own rules and applies it).
-    pub(crate) fn ruleset_fd(&self) -> RawFd {
+    pub fn ruleset_fd(&self) -> RawFd {
         self.ruleset.as_raw_fd()
     }
 
     /// Read access (for `/proc` inside the sandbox).
-    pub(crate) fn read_access(&self) -> u64 {
+    pub fn read_access(&self) -> u64 {
         self.read
     }
 
@@ -371,7 +371,7 @@ impl ChildSandbox {
     /// joins the prepared ruleset as [`confine_inside`] adds it, then
     /// `no_new_privs` and the ruleset apply. System calls only (between fork
     /// and exec); the errno on failure.
-    pub(crate) fn enforce_inside(&self, inside: &crate::holder::Inside) -> Result<(), i32> {
+    pub fn enforce_inside(&self, inside: &crate::holder::Inside) -> Result<(), i32> {
         let ruleset = self.ruleset.as_raw_fd();
         let no_fifo = inside.write & !make_fifo_access();
         // SAFETY: open and close of NUL-terminated literals, then the
@@ -407,7 +407,7 @@ impl ChildSandbox {
 }
 
 /// The rights of a rule on a file (not a directory) out of `access`.
-pub(crate) fn file_access(access: u64) -> u64 {
+pub fn file_access(access: u64) -> u64 {
     let abi = ABI::from(support().abi.min(abi_number(TARGET_ABI)) as i32);
     access & AccessFs::from_file(abi).bits()
 }
@@ -418,7 +418,7 @@ pub(crate) fn file_access(access: u64) -> u64 {
 /// applies. A rule covers what is mounted below its directory too, and the
 /// workspace may be mounted below /tmp: so no FIFOs there (the workspace
 /// allows none; `$TMPDIR` does).
-pub(crate) fn confine_inside(
+pub fn confine_inside(
     ruleset: &OwnedFd,
     read: u64,
     write: u64,

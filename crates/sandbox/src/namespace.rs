@@ -31,6 +31,16 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// How one path is kept from the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Bind {
+    /// Bound onto itself read-write: a mount point cannot be renamed or
+    /// removed (the directories above a sealed path).
+    MountPoint,
+    /// Bound onto itself read-only.
+    ReadOnly,
+}
+
 /// Size of a command's private `/tmp` (1 GiB) and `/dev/shm` (256 MiB).
 const TMP_BYTES: &str = "1073741824";
 const SHM_BYTES: &str = "268435456";
@@ -413,31 +423,40 @@ fn probe_bwrap() -> NamespaceSupport {
 
 /// What one command's sandbox is made of (all paths absolute, canonical).
 #[derive(Debug, Clone)]
-pub(crate) struct Plan<'a> {
+pub struct Plan<'a> {
     /// The system `bwrap`; `None`: the helper builds the sandbox itself.
     pub bwrap: Option<&'a Path>,
+    /// The workspace, bound at its own path.
     pub workspace: &'a Path,
     /// Commands see the workspace read-only but for `write_paths`.
     pub workspace_read_only: bool,
+    /// Directories writable inside a read-only workspace.
     pub write_paths: &'a [PathBuf],
+    /// The server's runtime directory (the commands' `HOME` and `TMPDIR`).
     pub runtime: Option<&'a Path>,
     /// Read roots that the private `/tmp` and `/run` would hide.
     pub hidden_roots: &'a [PathBuf],
+    /// A network namespace of its own (loopback only).
     pub unshare_net: bool,
     /// Safe mode without the overlay: the older list of read-only binds
     /// inside `.git` (see `git_seal`).
     pub legacy_git_seal: bool,
     /// The seal's read-only binds and mount points (outermost first).
-    pub seal_binds: &'a [(crate::gitseal::Bind, PathBuf)],
+    pub seal_binds: &'a [(crate::namespace::Bind, PathBuf)],
     /// The server's private directory of overlay layers, hidden from the
     /// command.
     pub hide: Option<&'a Path>,
     /// The helper, as `/proc/self/fd/<n>` of an inherited descriptor.
     pub helper_fd: RawFd,
+    /// The Landlock ruleset the entry restricts itself with (-1: none).
     pub ruleset_fd: RawFd,
+    /// Landlock rights for reading what exists only inside.
     pub read_access: u64,
+    /// Landlock rights for writing what exists only inside.
     pub write_access: u64,
+    /// Landlock rights on the command's terminal.
     pub terminal_access: u64,
+    /// The command runs on a terminal.
     pub tty: bool,
     /// Build the workspace's shared namespaces only (see `crate::holder`):
     /// the entry hands them to the server on this socket and ends.
@@ -446,7 +465,7 @@ pub(crate) struct Plan<'a> {
 
 /// The `bwrap` argument list (program first), ending with the helper's
 /// entry and `--`; the caller appends `/bin/sh -c <cmd>`.
-pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
+pub fn argv(p: &Plan<'_>) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::with_capacity(64);
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
         for i in items {
@@ -515,8 +534,8 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
     }
     for (kind, path) in p.seal_binds {
         match kind {
-            crate::gitseal::Bind::MountPoint => push(&[&"--bind", path, path]),
-            crate::gitseal::Bind::ReadOnly => push(&[&"--ro-bind", path, path]),
+            crate::namespace::Bind::MountPoint => push(&[&"--bind", path, path]),
+            crate::namespace::Bind::ReadOnly => push(&[&"--ro-bind", path, path]),
         }
     }
     if p.legacy_git_seal {
@@ -549,8 +568,9 @@ pub(crate) fn argv(p: &Plan<'_>) -> Vec<OsString> {
     a
 }
 
+/// How the older seal (bubblewrap's flags, no overlay) keeps one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Seal {
+pub enum Seal {
     /// Bound onto itself: a mount point cannot be renamed or removed.
     MountPoint,
     /// Bound onto itself read-only.
@@ -564,7 +584,7 @@ pub(crate) enum Seal {
 /// must not change: `.git` itself, or the directory a `.git` file points to
 /// when that lies inside the workspace (a submodule's checkout). Outside the
 /// workspace the read-only host covers it.
-pub(crate) fn sealed_git_dir(workspace: &Path) -> Option<PathBuf> {
+pub fn sealed_git_dir(workspace: &Path) -> Option<PathBuf> {
     let dot_git = workspace.join(".git");
     let meta = std::fs::symlink_metadata(&dot_git).ok()?;
     if meta.is_dir() {
@@ -590,7 +610,7 @@ pub(crate) fn sealed_git_dir(workspace: &Path) -> Option<PathBuf> {
 /// (the link itself, in a writable directory, could still be replaced: see
 /// docs/security.md). Nothing here names a path that does not resolve, so a
 /// strange `.git` never keeps bubblewrap from starting.
-pub(crate) fn git_seal(workspace: &Path) -> Vec<(Seal, PathBuf)> {
+pub fn git_seal(workspace: &Path) -> Vec<(Seal, PathBuf)> {
     let Some(git) = sealed_git_dir(workspace) else {
         return Vec::new();
     };
@@ -664,7 +684,7 @@ fn hooks_path(git: &Path, workspace: &Path) -> Option<PathBuf> {
 /// no mount can cover while missing: removed when the command is gone
 /// (`commondir` would point the user's git at another repository's config,
 /// `config.worktree` is read when `extensions.worktreeConfig` is set).
-pub(crate) fn watched_when_missing(workspace: &Path) -> Vec<PathBuf> {
+pub fn watched_when_missing(workspace: &Path) -> Vec<PathBuf> {
     let Some(git) = sealed_git_dir(workspace) else {
         return Vec::new();
     };
@@ -706,7 +726,7 @@ pub fn enter_if_requested() {
 static ENTRY_INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The entry's work (its arguments after [`ENTRY_FLAG`]); never returns.
-pub(crate) fn run_entry(args: &[OsString]) -> ! {
+pub fn run_entry(args: &[OsString]) -> ! {
     let code = match enter(args) {
         Ok(never) => match never {},
         Err(e) => {
@@ -742,14 +762,14 @@ fn enter(args: &[OsString]) -> Result<std::convert::Infallible, String> {
             reason = "takes ownership of the descriptor the server left open for this process"
         )]
         let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
-        crate::sandbox::confine_inside(&ruleset, read, write, terminal, tty)?;
+        crate::confine::confine_inside(&ruleset, read, write, terminal, tty)?;
     }
     // bubblewrap ran with the group's signals ignored (see the
     // supervisor); the command gets the defaults.
     // SAFETY: resetting signal dispositions in a single-threaded process.
     #[expect(unsafe_code, reason = "signal(2) restores the default dispositions")]
     unsafe {
-        for sig in crate::supervisor::IGNORED {
+        for sig in crate::process::IGNORED {
             libc::signal(sig, libc::SIG_DFL);
         }
     }

@@ -37,11 +37,11 @@ const ARCH: u32 = 4;
 const ARGS: u32 = 16;
 
 /// The x32 bit of a system call number (x86_64's other ABI).
-pub(crate) const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 /// How a condition compares an argument's low 32 bits with its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
+pub enum Op {
     /// Equal.
     Eq,
     /// Not equal.
@@ -52,7 +52,7 @@ pub(crate) enum Op {
 
 /// One comparison of one argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Cond {
+pub struct Cond {
     pub arg: u8,
     pub op: Op,
     pub value: u32,
@@ -60,7 +60,7 @@ pub(crate) struct Cond {
 
 /// What happens to one system call number.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub struct Entry {
     pub nr: u32,
     /// The value returned when it applies (`SECCOMP_RET_ERRNO | errno`).
     pub ret: u32,
@@ -70,7 +70,7 @@ pub(crate) struct Entry {
 
 /// The audit architecture of the build target, or `None` where we make no
 /// program.
-pub(crate) fn audit_arch() -> Option<u32> {
+pub fn audit_arch() -> Option<u32> {
     match std::env::consts::ARCH {
         "x86_64" => Some(0xC000_003E),
         "aarch64" => Some(0xC000_00B7),
@@ -87,7 +87,7 @@ fn ins(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
 /// foreign ABI's numbers are never judged by ours), x32 numbers refused
 /// with `EPERM`, then the search over `entries` (any order; numbers must
 /// be unique).
-pub(crate) fn compile(arch: u32, entries: &[Entry]) -> Result<Vec<sock_filter>, String> {
+pub fn compile(arch: u32, entries: &[Entry]) -> Result<Vec<sock_filter>, String> {
     let mut sorted: Vec<&Entry> = entries.iter().collect();
     sorted.sort_by_key(|e| e.nr);
     if sorted.windows(2).any(|w| w[0].nr == w[1].nr) {
@@ -225,7 +225,7 @@ fn arg_low(arg: u8) -> u32 {
 }
 
 #[cfg(test)]
-pub(crate) mod interpret {
+pub mod interpret {
     //! A classic-BPF interpreter for the instructions seccomp programs use,
     //! to compare programs on inputs.
     use libc::sock_filter;

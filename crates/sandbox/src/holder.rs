@@ -61,7 +61,7 @@ const NS_GET_USERNS: libc::c_ulong = 0xb701;
 
 /// The holder's whole work, inside the sandbox: opens the namespaces it is
 /// in, sends them on the socket and exits. Never returns.
-pub(crate) fn run_hold(args: &[OsString]) -> ! {
+pub fn run_hold(args: &[OsString]) -> ! {
     let code = match hold(args) {
         Ok(()) => 0,
         Err(e) => {
@@ -193,7 +193,7 @@ fn recv_fds(socket: RawFd, want: usize) -> std::io::Result<Vec<OwnedFd>> {
 /// One workspace's namespaces, as descriptors (they live while these or a
 /// process in them do).
 #[derive(Debug)]
-pub(crate) struct Holder {
+pub struct Holder {
     /// The plan they were made from: a command with another plan needs
     /// another holder.
     key: Vec<OsString>,
@@ -209,7 +209,7 @@ impl Holder {
         clippy::disallowed_methods,
         reason = "the sandbox builder is started by the exec runtime, once per workspace"
     )]
-    pub(crate) fn build(
+    pub fn build(
         key: Vec<OsString>,
         argv: &[OsString],
         keep: [RawFd; 2],
@@ -297,7 +297,7 @@ impl Holder {
     }
 
     /// Made from this plan.
-    pub(crate) fn fits(&self, key: &[OsString]) -> bool {
+    pub fn fits(&self, key: &[OsString]) -> bool {
         self.key == key
     }
 
@@ -311,7 +311,7 @@ impl Holder {
         clippy::disallowed_methods,
         reason = "a one-time helper process of the exec runtime, per holder"
     )]
-    pub(crate) fn fortify(&self, targets: &[&Path]) -> Result<(), String> {
+    pub fn fortify(&self, targets: &[&Path]) -> Result<(), String> {
         use std::os::unix::process::CommandExt;
         let shared = [Path::new("/tmp"), Path::new("/run"), Path::new("/dev/shm")];
         let mut dirs: Vec<&Path> = targets
@@ -371,7 +371,7 @@ impl Holder {
 
 /// A connected pair of `SOCK_SEQPACKET` UNIX sockets, close-on-exec.
 #[expect(unsafe_code, reason = "socketpair(2); both descriptors owned at once")]
-pub(crate) fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
+pub fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two descriptors into this array.
     unsafe {
@@ -411,7 +411,7 @@ type Space = (RawFd, libc::c_int);
 
 /// What one command's supervisor does to run the command in a holder's
 /// namespaces, prepared in the server (the forked processes only read it).
-pub(crate) struct Joined {
+pub struct Joined {
     _holder: Arc<Holder>,
     user: RawFd,
     spaces: Vec<Space>,
@@ -428,17 +428,17 @@ pub(crate) struct Joined {
     /// The server's user and group ids: the command's own user namespace
     /// maps them to what they are in the holder's (bubblewrap's is uid 0
     /// there: it sets up as root and maps back in a namespace of its own).
-    pub(crate) ids: (u32, u32),
+    pub ids: (u32, u32),
     /// Landlock rights for what exists only inside: read (`/proc`), write
     /// (`/tmp`, `/dev/shm`, no FIFOs), terminal (`/dev/pts`, and a PTY
     /// command's terminal, `/dev/tty` with the file rights).
-    pub(crate) inside: Inside,
+    pub inside: Inside,
     seccomp: Option<&'static crate::seccomp::Program>,
 }
 
 /// One of the git seal's mounts in a command's mount namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SealMount {
+pub enum SealMount {
     /// Bound onto itself (a mount point: no rename, no removal).
     MountPoint,
     /// Bound onto itself read-only.
@@ -451,11 +451,11 @@ pub(crate) enum SealMount {
     EmptyDir,
 }
 
-impl From<crate::gitseal::Bind> for SealMount {
-    fn from(b: crate::gitseal::Bind) -> Self {
+impl From<crate::namespace::Bind> for SealMount {
+    fn from(b: crate::namespace::Bind) -> Self {
         match b {
-            crate::gitseal::Bind::MountPoint => Self::MountPoint,
-            crate::gitseal::Bind::ReadOnly => Self::ReadOnly,
+            crate::namespace::Bind::MountPoint => Self::MountPoint,
+            crate::namespace::Bind::ReadOnly => Self::ReadOnly,
         }
     }
 }
@@ -463,7 +463,7 @@ impl From<crate::gitseal::Bind> for SealMount {
 impl SealMount {
     /// The older seal's mount (without the overlay), as `namespace::argv`
     /// makes it.
-    pub(crate) fn legacy(s: crate::namespace::Seal) -> Self {
+    pub fn legacy(s: crate::namespace::Seal) -> Self {
         match s {
             crate::namespace::Seal::MountPoint => Self::MountPoint,
             crate::namespace::Seal::ReadOnly => Self::ReadOnlyIfThere,
@@ -474,21 +474,22 @@ impl SealMount {
 
 /// Landlock rights for the sandbox's own mounts.
 #[derive(Debug, Clone, Copy, Default)]
-#[cfg_attr(
-    not(feature = "landlock"),
-    expect(dead_code, reason = "without Landlock no rule is made")
-)]
-pub(crate) struct Inside {
+pub struct Inside {
+    /// Landlock access rights for reading.
     pub read: u64,
+    /// Landlock access rights for writing.
     pub write: u64,
+    /// Rights on the command's terminal directory (`/dev/pts`).
     pub terminal: u64,
+    /// Rights on the command's terminal itself.
     pub terminal_file: u64,
+    /// The command runs on a terminal.
     pub tty: bool,
 }
 
 impl Joined {
     /// A command in `holder`'s namespaces.
-    pub(crate) fn new(
+    pub fn new(
         holder: Arc<Holder>,
         cwd: &Path,
         overlays: Vec<(CString, CString)>,
@@ -548,9 +549,12 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(1)
 }
 
-pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
-pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
-pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// `mount_setattr`'s read-only attribute.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `mount_setattr`'s no-set-id attribute.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// `mount_setattr`'s no-devices attribute.
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 #[repr(C)]
@@ -564,7 +568,7 @@ struct MountAttr {
 /// `mount_setattr` on `path`'s mount (and, `recursive`, every mount below
 /// it): only ever adds restrictions. System call only; the errno.
 #[expect(unsafe_code, reason = "the mount_setattr system call")]
-pub(crate) fn mount_setattr(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
+pub fn mount_setattr(path: &CStr, attrs: u64, recursive: bool) -> Result<(), i32> {
     let attr = MountAttr {
         attr_set: attrs,
         attr_clr: 0,
@@ -590,7 +594,7 @@ pub(crate) fn mount_setattr(path: &CStr, attrs: u64, recursive: bool) -> Result<
 
 /// `mount(2)`; system call only, the errno.
 #[expect(unsafe_code, reason = "the mount system call")]
-pub(crate) fn mount(
+pub fn mount(
     src: Option<&CStr>,
     dst: &CStr,
     fstype: Option<&CStr>,
@@ -641,7 +645,7 @@ impl Joined {
     /// command's mount namespace; the next child is PID 1 of a new PID
     /// namespace. System calls only (between fork and exec).
     #[expect(unsafe_code, reason = "setns and unshare between fork and exec")]
-    pub(crate) fn enter(&self) -> Result<(), Step> {
+    pub fn enter(&self) -> Result<(), Step> {
         // SAFETY: system calls on descriptors the holder keeps open.
         unsafe {
             if libc::setns(self.user, libc::CLONE_NEWUSER) != 0 {
@@ -715,7 +719,7 @@ impl Joined {
 /// # Safety
 /// Only in a forked child: system calls only.
 #[expect(unsafe_code, reason = "the sandbox's PID 1: mounts, fork, waitpid")]
-pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl FnMut(RawFd)) -> ! {
+pub unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl FnMut(RawFd)) -> ! {
     // SAFETY: system calls in a single-threaded forked child.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -766,18 +770,10 @@ pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl 
         // cost about 0.3 ms) and starts in a user namespace of its own, whose
         // maps this process writes; it runs nothing of the command's before
         // the gate opens.
-        const STACK: usize = 256 * 1024;
-        let stack = libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if stack == libc::MAP_FAILED {
-            die(b"the command's stack", errno());
-        }
+        let top = match crate::process::clone_stack() {
+            Ok(top) => top,
+            Err(e) => die(b"the command's stack", e.raw_os_error().unwrap_or(0)),
+        };
         let (outer_uid, outer_gid) = (libc::geteuid(), libc::getegid());
         let mut start = Start {
             run: &mut command,
@@ -786,7 +782,7 @@ pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl 
         };
         let child = libc::clone(
             start_command,
-            stack.cast::<u8>().add(STACK).cast(),
+            top,
             libc::CLONE_VM | libc::CLONE_NEWUSER | libc::SIGCHLD,
             (&raw mut start).cast(),
         );
@@ -809,7 +805,7 @@ pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl 
         if let Err(e) = mapped {
             die(b"cannot write the command's user namespace maps", e);
         }
-        if !crate::supervisor::drop_all_capabilities() {
+        if !crate::process::drop_all_capabilities() {
             die(b"the sandbox's init kept a capability", libc::EPERM);
         }
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -819,7 +815,7 @@ pub(crate) unsafe fn init(supervisor: RawFd, ids: (u32, u32), mut command: impl 
             die(b"the command's gate", errno());
         }
         // Holds nothing of the command's.
-        crate::supervisor::close_range(0, u32::MAX);
+        crate::process::close_range(0, u32::MAX);
         loop {
             // rustix's wait answers its error itself: `errno` is shared
             // with the supervisor, whose memory this process runs on.
@@ -868,22 +864,7 @@ impl ProcPath {
     fn new(pid: libc::pid_t) -> Self {
         let mut buf = [0u8; 64];
         buf[..6].copy_from_slice(b"/proc/");
-        let mut n = 6;
-        let mut digits = [0u8; 12];
-        let (mut d, mut v) = (0, pid.unsigned_abs());
-        loop {
-            digits[d] = b'0' + (v % 10) as u8;
-            d += 1;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        while d > 0 {
-            d -= 1;
-            buf[n] = digits[d];
-            n += 1;
-        }
+        let n = 6 + decimal(&mut buf[6..], pid.unsigned_abs());
         buf[n] = b'/';
         Self { buf, dir: n + 1 }
     }
@@ -955,8 +936,8 @@ fn scrub_arguments() {
 /// user namespace (PID 1 made it and wrote its maps), then the gate.
 /// System calls only.
 #[expect(unsafe_code, reason = "read and chdir in the command's process")]
-pub(crate) fn command_namespace(j: &Joined, gate: RawFd) {
-    if !crate::supervisor::drop_all_capabilities() {
+pub fn command_namespace(j: &Joined, gate: RawFd) {
+    if !crate::process::drop_all_capabilities() {
         die(b"the command kept a capability", libc::EPERM);
     }
     // SAFETY: system calls on a descriptor and a path of this process.
@@ -982,6 +963,26 @@ pub(crate) fn command_namespace(j: &Joined, gate: RawFd) {
     }
 }
 
+/// `v` in decimal at the start of `buf` (as many digits as fit); how many
+/// bytes it wrote. No allocation.
+fn decimal(buf: &mut [u8], v: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let (mut d, mut v) = (0, v);
+    loop {
+        digits[d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let n = d.min(buf.len());
+    for (i, slot) in buf[..n].iter_mut().enumerate() {
+        *slot = digits[d - 1 - i];
+    }
+    n
+}
+
 /// `"<inside> <outside> 1\n"` into `buf`; its length. No allocation.
 fn id_map(buf: &mut [u8; 40], inside: u32, outside: u32) -> usize {
     let mut n = 0;
@@ -990,29 +991,14 @@ fn id_map(buf: &mut [u8; 40], inside: u32, outside: u32) -> usize {
             buf[n] = b' ';
             n += 1;
         }
-        let mut digits = [0u8; 10];
-        let mut d = 0;
-        let mut v = v;
-        loop {
-            digits[d] = b'0' + (v % 10) as u8;
-            d += 1;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        while d > 0 {
-            d -= 1;
-            buf[n] = digits[d];
-            n += 1;
-        }
+        n += decimal(&mut buf[n..], v);
     }
     buf[n..n + 3].copy_from_slice(b" 1\n");
     n + 3
 }
 
 /// The command's seccomp filter (after Landlock); the errno on failure.
-pub(crate) fn command_seccomp(j: &Joined) -> Result<(), i32> {
+pub fn command_seccomp(j: &Joined) -> Result<(), i32> {
     match j.seccomp {
         Some(prog) => {
             crate::seccomp::enforce(prog).map_err(|e| e.raw_os_error().unwrap_or(libc::EPERM))
@@ -1024,7 +1010,7 @@ pub(crate) fn command_seccomp(j: &Joined) -> Result<(), i32> {
 /// Writes `data` to the `/proc` file `path` (a user namespace's map) in
 /// one `write`; the errno on failure. System calls only.
 #[expect(unsafe_code, reason = "open/write/close of a /proc file")]
-pub(crate) fn write_proc(path: &CStr, data: &[u8]) -> Result<(), i32> {
+pub fn write_proc(path: &CStr, data: &[u8]) -> Result<(), i32> {
     // SAFETY: system calls on a descriptor opened here.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -1043,7 +1029,7 @@ pub(crate) fn write_proc(path: &CStr, data: &[u8]) -> Result<(), i32> {
 
 /// An exit code that says what a wait status says (128 + signal, as a
 /// shell and bubblewrap report a signalled child).
-pub(crate) fn exit_code(status: libc::c_int) -> libc::c_int {
+pub fn exit_code(status: libc::c_int) -> libc::c_int {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else if libc::WIFSIGNALED(status) {
@@ -1056,7 +1042,7 @@ pub(crate) fn exit_code(status: libc::c_int) -> libc::c_int {
 /// Says on stderr which step failed and with which errno, and exits 126
 /// (the code the entry used). No allocation.
 #[expect(unsafe_code, reason = "write(2) and _exit in a forked child")]
-pub(crate) fn die(what: &[u8], errno: i32) -> ! {
+pub fn die(what: &[u8], errno: i32) -> ! {
     let mut buf = [0u8; 160];
     let mut n = 0;
     for part in [b"coding-tools-mcp sandbox: ".as_slice(), what, b": errno "] {
@@ -1064,22 +1050,8 @@ pub(crate) fn die(what: &[u8], errno: i32) -> ! {
         buf[n..n + take].copy_from_slice(&part[..take]);
         n += take;
     }
-    let mut digits = [0u8; 12];
-    let mut d = 0;
-    let mut e = errno.unsigned_abs();
-    loop {
-        digits[d] = b'0' + (e % 10) as u8;
-        d += 1;
-        e /= 10;
-        if e == 0 {
-            break;
-        }
-    }
-    while d > 0 && n < buf.len() - 1 {
-        d -= 1;
-        buf[n] = digits[d];
-        n += 1;
-    }
+    let end = buf.len() - 1;
+    n += decimal(&mut buf[n..end], errno.unsigned_abs());
     buf[n] = b'\n';
     n += 1;
     // SAFETY: a write of a stack buffer, then _exit.

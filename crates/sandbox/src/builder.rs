@@ -170,7 +170,7 @@ fn parse(args: &[OsString]) -> Result<Spec, String> {
 /// Called by [`crate::enter_if_requested`] when the first argument is
 /// [`BUILDER_FLAG`]: builds the sandbox and runs the command in it; never
 /// returns.
-pub(crate) fn run(args: &[OsString]) -> ! {
+pub fn run(args: &[OsString]) -> ! {
     let spec = match parse(args) {
         Ok(s) => s,
         Err(e) => fail(&format!("the sandbox plan: {e}")),
@@ -261,7 +261,7 @@ fn outside(spec: &Spec) -> ! {
         // own processes end) but the pipe's write end.
         settle_helper();
         let keep = alive[1] as u32;
-        crate::supervisor::close_range(0, keep - 1);
+        crate::process::close_range(0, keep - 1);
         close_from(keep + 1);
         let mut status = 0;
         loop {
@@ -301,7 +301,7 @@ fn close_from(first: u32) {
     // SAFETY: closes this single-threaded process's own descriptors.
     #[expect(unsafe_code, reason = "close_range of this process's descriptors")]
     unsafe {
-        crate::supervisor::close_range(first, u32::MAX);
+        crate::process::close_range(first, u32::MAX);
     }
 }
 
@@ -656,7 +656,7 @@ fn loopback_up() {
 /// A helper process with nothing left to do but wait: no capability, not
 /// dumpable (its /proc entries belong to no one the command is).
 fn settle_helper() {
-    if !crate::supervisor::drop_all_capabilities() {
+    if !crate::process::drop_all_capabilities() {
         fail("a sandbox helper kept a capability");
     }
     // SAFETY: prctl on this process.
@@ -683,7 +683,7 @@ fn command(spec: &Spec, gate: libc::c_int) -> ! {
         write_file(c"/proc/self/uid_map", format!("{uid} {uid} 1\n").as_bytes());
         write_file(c"/proc/self/gid_map", format!("{gid} {gid} 1\n").as_bytes());
     }
-    if !crate::supervisor::drop_all_capabilities() {
+    if !crate::process::drop_all_capabilities() {
         fail("the command kept a capability");
     }
     // SAFETY: read and close of the gate's descriptor.

@@ -12,14 +12,14 @@ mod ruleset;
 #[cfg(feature = "landlock")]
 use ruleset::probe;
 #[cfg(feature = "landlock")]
-pub(crate) use ruleset::{ChildSandbox, SandboxRoots, confine_inside, file_access};
+pub use ruleset::{ChildSandbox, SandboxRoots, confine_inside, file_access};
 
 #[cfg(not(feature = "landlock"))]
 mod without;
 #[cfg(not(feature = "landlock"))]
 use without::probe;
 #[cfg(not(feature = "landlock"))]
-pub(crate) use without::{ChildSandbox, SandboxRoots, confine_inside, file_access};
+pub use without::{ChildSandbox, SandboxRoots, confine_inside, file_access};
 
 /// What the kernel offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
