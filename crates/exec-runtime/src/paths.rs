@@ -363,7 +363,7 @@ impl Reach<'_> {
         } else if text.starts_with('/') {
             PathBuf::from(text)
         } else {
-            return self.allows_relative(&self.workdir.join(text).to_string_lossy());
+            return self.allows_relative(&self.workdir.join(text).to_string_lossy(), arg.access);
         };
         let abs = normalize(&abs);
         if always_reachable(&abs, arg.access) || abs.starts_with(self.runtime) {
@@ -378,17 +378,27 @@ impl Reach<'_> {
             return true;
         }
         if let Ok(rel) = abs.strip_prefix(self.workspace.root()) {
-            return self.allows_relative(&rel.to_string_lossy());
+            return self.allows_relative(&rel.to_string_lossy(), arg.access);
         }
         arg.access == PathAccess::Read && self.read_roots.iter().any(|r| abs.starts_with(r))
     }
 
-    fn allows_relative(&self, rel: &str) -> bool {
+    fn allows_relative(&self, rel: &str, access: PathAccess) -> bool {
         let rel = if rel.is_empty() { "." } else { rel };
-        !matches!(
-            self.workspace.resolve_beneath(rel),
-            Err(FsError::Outside(_) | FsError::Absolute(_) | FsError::SymlinkEscape(_))
-        )
+        match self.workspace.resolve_beneath(rel) {
+            Err(FsError::Outside(_) | FsError::Absolute(_)) => false,
+            // A link out of the workspace (`.venv/bin/python` to its base
+            // interpreter) reaches what its target reaches: a read root,
+            // for reading and running, and nothing else.
+            Err(FsError::SymlinkEscape(_)) => {
+                access == PathAccess::Read
+                    && std::fs::canonicalize(self.workspace.root().join(rel)).is_ok_and(|t| {
+                        always_reachable(&t, access)
+                            || self.read_roots.iter().any(|r| t.starts_with(r))
+                    })
+            }
+            _ => true,
+        }
     }
 }
 

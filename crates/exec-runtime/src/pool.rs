@@ -775,7 +775,12 @@ impl Inner {
     /// The toolchains and hidden read roots, found once.
     fn discovered(&self) -> &(Toolchains, Vec<PathBuf>) {
         self.discovered.get_or_init(|| {
-            let toolchains = discover(&self.inherited_env, &self.cfg.allow_roots);
+            let mut toolchains = discover(&self.inherited_env, &self.cfg.allow_roots);
+            crate::roots::add_workspace_venvs(
+                &mut toolchains,
+                self.workspace.root(),
+                &self.inherited_env,
+            );
             let hidden = toolchains
                 .read_roots
                 .iter()

@@ -276,6 +276,43 @@ fn base_interpreter_prefix(venv: &Path) -> Option<PathBuf> {
     prefix.is_dir().then_some(prefix)
 }
 
+/// Where a project's own virtual environment sits, at the workspace root.
+const WORKSPACE_VENVS: [&str; 4] = [".venv", "venv", ".env", "env"];
+
+/// Adds the base interpreters of the workspace's own virtual environments
+/// (`.venv`, `venv`, `.env`, `env` with a `pyvenv.cfg`): `.venv/bin/python`
+/// links to it, and a pyenv or uv interpreter under the home directory is
+/// no system root. The workspace is written by commands, so what its
+/// `pyvenv.cfg` names is added only when it is a Python installation (a
+/// `lib/python3.N/os.py` beneath it, which nobody makes in a directory of
+/// secrets) and never the home directory or `/`.
+pub fn add_workspace_venvs(t: &mut Toolchains, workspace: &Path, env: &[(String, String)]) {
+    let home = get(env, "HOME").and_then(|h| canonical(Path::new(h)));
+    for name in WORKSPACE_VENVS {
+        let venv = workspace.join(name);
+        let Some(prefix) = base_interpreter_prefix(&venv) else {
+            continue;
+        };
+        let too_wide = prefix == Path::new("/")
+            || home.as_deref().is_some_and(|h| h.starts_with(&prefix))
+            || prefix.starts_with(workspace);
+        if too_wide || !is_python_prefix(&prefix) || t.read_roots.contains(&prefix) {
+            continue;
+        }
+        t.read_roots.push(prefix);
+    }
+}
+
+/// `prefix/lib/python3.N/os.py` exists for some N.
+fn is_python_prefix(prefix: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+        return false;
+    };
+    entries.flatten().take(64).any(|e| {
+        e.file_name().to_string_lossy().starts_with("python3") && e.path().join("os.py").is_file()
+    })
+}
+
 /// Splits `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS` (`:`-separated).
 pub fn split_allow_roots(value: &str) -> Vec<PathBuf> {
     value

@@ -1052,3 +1052,68 @@ fn a_replaced_link_to_a_hook_managers_file_is_named() {
         "repos: []\n"
     );
 }
+
+/// A project's own `.venv` made from an interpreter outside every system
+/// root (pyenv's, uv's, under the home directory): `.venv/bin/python` links
+/// to it, and runs in both tiers. What a workspace's `pyvenv.cfg` names is
+/// read only when it is a Python installation: one naming a directory of
+/// secrets opens nothing, and a link to that directory stays refused.
+#[test]
+fn a_workspace_venv_runs_its_base_interpreter_in_both_tiers() {
+    let l = layout();
+    let outside = Outside::new("pyenv");
+    let prefix = outside.0.join("versions/3.11.2");
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
+    std::fs::write(prefix.join("lib/python3.11/os.py"), "").unwrap();
+    std::fs::copy("/bin/echo", prefix.join("bin/python3.11")).unwrap();
+    let secrets = outside.0.join("secrets");
+    std::fs::create_dir_all(secrets.join("bin")).unwrap();
+    std::fs::write(secrets.join("token"), "hunter2\n").unwrap();
+    std::fs::copy("/bin/echo", secrets.join("bin/python3")).unwrap();
+    let venv = l.ws.join(".venv");
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::os::unix::fs::symlink(prefix.join("bin/python3.11"), venv.join("bin/python")).unwrap();
+    std::fs::write(
+        venv.join("pyvenv.cfg"),
+        format!("home = {}\n", prefix.join("bin").display()),
+    )
+    .unwrap();
+    // A second environment naming the secrets as its interpreter's home.
+    let env = l.ws.join("env");
+    std::fs::create_dir_all(env.join("bin")).unwrap();
+    std::os::unix::fs::symlink(secrets.join("bin/python3"), env.join("bin/python")).unwrap();
+    std::os::unix::fs::symlink(secrets.join("token"), l.ws.join("token-link")).unwrap();
+    std::fs::write(
+        env.join("pyvenv.cfg"),
+        format!("home = {}\n", secrets.join("bin").display()),
+    )
+    .unwrap();
+    for tier in [&[][..], LANDLOCK_TIER] {
+        let mut cmd = command(&l.ws, tier);
+        cmd.arg("--stdio");
+        let mut s = StdioServer::start_with(&mut cmd);
+        let v = run(&mut s, ".venv/bin/python from-the-venv");
+        assert_eq!(v["stdout"], "from-the-venv\n", "{tier:?}: {v}");
+        for refused in [
+            "env/bin/python from-the-secrets",
+            "cat token-link",
+            &format!("cat {}", secrets.join("token").display()),
+        ] {
+            let r = s.request(&call(
+                2,
+                "exec_command",
+                json!({"cmd": refused, "yield_time_ms": 20000}),
+            ));
+            let text = r.to_string();
+            assert!(
+                !text.contains("hunter2") && !text.contains("from-the-secrets\\n"),
+                "{tier:?}: {refused}: {r}"
+            );
+            assert!(
+                text.contains("filesystem_escape"),
+                "{tier:?}: {refused}: {r}"
+            );
+        }
+    }
+}
