@@ -45,6 +45,14 @@ fn main() -> ExitCode {
     for (name, check) in checks {
         match check() {
             Ok(Outcome::Passed) => eprintln!("ok: {name}"),
+            Ok(Outcome::Skipped(why))
+                if std::env::var_os("CTM_REQUIRE_NAMESPACE_TIER").is_some() =>
+            {
+                failed += 1;
+                eprintln!(
+                    "FAILED: {name}: required here (CTM_REQUIRE_NAMESPACE_TIER), not run: {why}"
+                );
+            }
             Ok(Outcome::Skipped(why)) => eprintln!("NOTE: not run on this host: {name}: {why}"),
             Err(e) => {
                 failed += 1;
