@@ -23,8 +23,14 @@ const SEMVER_CHECKS: &str = "0.51.0";
 /// names, for a clone that has no tags.
 const BASELINE_FILE: &str = "release/baseline";
 
-/// The crates the outside host uses, and the examples of theirs it runs.
-const HOST_CRATES: [&str; 3] = ["ctm-workspace-fs", "ctm-patch-engine", "ctm-exec-runtime"];
+/// The crates the outside host uses (ctm-sandbox through ctm-exec-runtime),
+/// and the examples of theirs it runs.
+const HOST_CRATES: [&str; 4] = [
+    "ctm-workspace-fs",
+    "ctm-sandbox",
+    "ctm-patch-engine",
+    "ctm-exec-runtime",
+];
 
 /// The feature combinations the crates document, besides their defaults
 /// (which every other phase builds): crate, then `--features` (empty: none).
