@@ -776,10 +776,12 @@ impl Inner {
     fn discovered(&self) -> &(Toolchains, Vec<PathBuf>) {
         self.discovered.get_or_init(|| {
             let mut toolchains = discover(&self.inherited_env, &self.cfg.allow_roots);
+            let runtime: Vec<&Path> = self.dirs.as_ref().map(|d| d.root()).into_iter().collect();
             crate::roots::add_workspace_venvs(
                 &mut toolchains,
                 self.workspace.root(),
                 &self.inherited_env,
+                &runtime,
             );
             let hidden = toolchains
                 .read_roots

@@ -279,38 +279,126 @@ fn base_interpreter_prefix(venv: &Path) -> Option<PathBuf> {
 /// Where a project's own virtual environment sits, at the workspace root.
 const WORKSPACE_VENVS: [&str; 4] = [".venv", "venv", ".env", "env"];
 
-/// Adds the base interpreters of the workspace's own virtual environments
+/// Directories every local account may write: a prefix beneath one could
+/// be anybody's, made to look like a Python installation.
+const SHARED_DIRS: [&str; 5] = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/var/lock"];
+
+/// Adds the base interpreter of the workspace's own virtual environments
 /// (`.venv`, `venv`, `.env`, `env` with a `pyvenv.cfg`): `.venv/bin/python`
 /// links to it, and a pyenv or uv interpreter under the home directory is
-/// no system root. The workspace is written by commands, so what its
-/// `pyvenv.cfg` names is added only when it is a Python installation (a
-/// `lib/python3.N/os.py` beneath it, which nobody makes in a directory of
-/// secrets) and never the home directory or `/`.
-pub fn add_workspace_venvs(t: &mut Toolchains, workspace: &Path, env: &[(String, String)]) {
-    let home = get(env, "HOME").and_then(|h| canonical(Path::new(h)));
+/// no system root. The workspace is written by commands (and comes from
+/// whoever wrote the repository), so what its `pyvenv.cfg` names opens
+/// little, and only when it is a Python installation the environment runs:
+///
+/// - the environment's `bin/python` (or `python3`) resolves into the named
+///   `<prefix>/bin`, and `<prefix>/lib/python3.N/os.py` exists;
+/// - the prefix is not `/`, holds neither the home directory nor the
+///   workspace nor `also_not` (the runtime directory), lies neither in the
+///   workspace nor in a directory every account may write, and the home
+///   directory is known (`HOME`, else the account's entry);
+/// - what is added is `<prefix>/bin`, `<prefix>/lib/python3.N` and the
+///   `libpython3*` files beside it — not the rest of the prefix.
+pub fn add_workspace_venvs(
+    t: &mut Toolchains,
+    workspace: &Path,
+    env: &[(String, String)],
+    also_not: &[&Path],
+) {
+    let Some(home) = get(env, "HOME")
+        .map(PathBuf::from)
+        .or_else(account_home)
+        .and_then(|h| canonical(&h))
+    else {
+        return;
+    };
     for name in WORKSPACE_VENVS {
         let venv = workspace.join(name);
         let Some(prefix) = base_interpreter_prefix(&venv) else {
             continue;
         };
-        let too_wide = prefix == Path::new("/")
-            || home.as_deref().is_some_and(|h| h.starts_with(&prefix))
-            || prefix.starts_with(workspace);
-        if too_wide || !is_python_prefix(&prefix) || t.read_roots.contains(&prefix) {
+        let holds = |p: &Path| p.starts_with(&prefix);
+        if prefix == Path::new("/")
+            || holds(&home)
+            || holds(workspace)
+            || also_not.iter().any(|p| holds(p))
+            || prefix.starts_with(workspace)
+            || SHARED_DIRS.iter().any(|d| prefix.starts_with(d))
+        {
             continue;
         }
-        t.read_roots.push(prefix);
+        let bin = prefix.join("bin");
+        let runs_it = ["bin/python", "bin/python3"]
+            .iter()
+            .any(|p| canonical(&venv.join(p)).is_some_and(|target| target.starts_with(&bin)));
+        let Some(lib) = python_lib(&prefix) else {
+            continue;
+        };
+        if !runs_it {
+            continue;
+        }
+        for root in [bin, lib].into_iter().chain(libpython_files(&prefix)) {
+            if !t.read_roots.contains(&root) {
+                t.read_roots.push(root);
+            }
+        }
     }
 }
 
-/// `prefix/lib/python3.N/os.py` exists for some N.
-fn is_python_prefix(prefix: &Path) -> bool {
+/// `prefix/lib/python3.N` holding `os.py` (canonical), for the first N.
+fn python_lib(prefix: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(prefix.join("lib")).ok()?;
+    entries
+        .flatten()
+        .take(64)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .find(|e| e.path().join("os.py").is_file())
+        .and_then(|e| canonical(&e.path()))
+        .filter(|l| l.starts_with(prefix))
+}
+
+/// The shared interpreter library of a prefix (`lib/libpython3*.so*`),
+/// which its `python` loads.
+fn libpython_files(prefix: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
-        return false;
+        return Vec::new();
     };
-    entries.flatten().take(64).any(|e| {
-        e.file_name().to_string_lossy().starts_with("python3") && e.path().join("os.py").is_file()
-    })
+    entries
+        .flatten()
+        .take(256)
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with("libpython3") && n.contains(".so")
+        })
+        .filter_map(|e| canonical(&e.path()))
+        .filter(|p| p.starts_with(prefix) && p.is_file())
+        .take(8)
+        .collect()
+}
+
+/// The home directory of the server's account (its passwd entry), for
+/// when `HOME` is unset.
+#[expect(unsafe_code, reason = "getpwuid_r has no safe wrapper here")]
+fn account_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: getpwuid_r writes into `pwd` and `buf`, both alive and sized
+    // as passed; `found` points at `pwd` or is null.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            libc::geteuid(),
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        );
+        if rc != 0 || found.is_null() || pwd.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pwd.pw_dir);
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+    }
 }
 
 /// Splits `CODING_TOOLS_MCP_EXEC_ALLOW_ROOTS` (`:`-separated).

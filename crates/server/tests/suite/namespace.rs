@@ -1055,50 +1055,72 @@ fn a_replaced_link_to_a_hook_managers_file_is_named() {
 
 /// A project's own `.venv` made from an interpreter outside every system
 /// root (pyenv's, uv's, under the home directory): `.venv/bin/python` links
-/// to it, and runs in both tiers. What a workspace's `pyvenv.cfg` names is
-/// read only when it is a Python installation: one naming a directory of
-/// secrets opens nothing, and a link to that directory stays refused.
+/// to it, and runs in both tiers. What a workspace's `pyvenv.cfg` names
+/// opens only the interpreter's `bin` and `lib/python3.N`, and only when
+/// the environment's `python` resolves into it: a file beside them, a
+/// `pyvenv.cfg` naming a directory of secrets, one whose `python` links
+/// elsewhere, and a link to a secret all stay refused.
 #[test]
 fn a_workspace_venv_runs_its_base_interpreter_in_both_tiers() {
+    let base =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ctm-venv-{}", std::process::id()));
+    if ["/tmp", "/var/tmp", "/dev/shm", "/run"]
+        .iter()
+        .any(|d| base.starts_with(d))
+    {
+        eprintln!(
+            "NOTE: the build directory is in a shared directory ({}): a prefix there is never opened, so this test checks nothing here",
+            base.display()
+        );
+        return;
+    }
+    let _ = std::fs::remove_dir_all(&base);
     let l = layout();
-    let outside = Outside::new("pyenv");
-    let prefix = outside.0.join("versions/3.11.2");
-    std::fs::create_dir_all(prefix.join("bin")).unwrap();
-    std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
-    std::fs::write(prefix.join("lib/python3.11/os.py"), "").unwrap();
-    std::fs::copy("/bin/echo", prefix.join("bin/python3.11")).unwrap();
-    let secrets = outside.0.join("secrets");
+    let home = Outside::new("venv-home");
+    let python_prefix = |name: &str| {
+        let prefix = base.join(name);
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
+        std::fs::write(prefix.join("lib/python3.11/os.py"), "").unwrap();
+        std::fs::copy("/bin/echo", prefix.join("bin/python3.11")).unwrap();
+        std::fs::write(prefix.join("token"), "hunter2\n").unwrap();
+        prefix
+    };
+    let venv_naming = |dir: &str, home: &Path, python: &Path| {
+        let venv = l.ws.join(dir);
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::os::unix::fs::symlink(python, venv.join("bin/python")).unwrap();
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", home.display()),
+        )
+        .unwrap();
+    };
+    // The project's environment.
+    let prefix = python_prefix("pyenv/versions/3.11.2");
+    venv_naming(".venv", &prefix.join("bin"), &prefix.join("bin/python3.11"));
+    // One naming a directory of secrets (no Python in it).
+    let secrets = base.join("secrets");
     std::fs::create_dir_all(secrets.join("bin")).unwrap();
     std::fs::write(secrets.join("token"), "hunter2\n").unwrap();
     std::fs::copy("/bin/echo", secrets.join("bin/python3")).unwrap();
-    let venv = l.ws.join(".venv");
-    std::fs::create_dir_all(venv.join("bin")).unwrap();
-    std::os::unix::fs::symlink(prefix.join("bin/python3.11"), venv.join("bin/python")).unwrap();
-    std::fs::write(
-        venv.join("pyvenv.cfg"),
-        format!("home = {}\n", prefix.join("bin").display()),
-    )
-    .unwrap();
-    // A second environment naming the secrets as its interpreter's home.
-    let env = l.ws.join("env");
-    std::fs::create_dir_all(env.join("bin")).unwrap();
-    std::os::unix::fs::symlink(secrets.join("bin/python3"), env.join("bin/python")).unwrap();
+    venv_naming("env", &secrets.join("bin"), &secrets.join("bin/python3"));
+    // One naming a Python installation its `python` does not run.
+    let other = python_prefix("other");
+    venv_naming("venv", &other.join("bin"), Path::new("/bin/echo"));
     std::os::unix::fs::symlink(secrets.join("token"), l.ws.join("token-link")).unwrap();
-    std::fs::write(
-        env.join("pyvenv.cfg"),
-        format!("home = {}\n", secrets.join("bin").display()),
-    )
-    .unwrap();
     for tier in [&[][..], LANDLOCK_TIER] {
         let mut cmd = command(&l.ws, tier);
-        cmd.arg("--stdio");
+        cmd.arg("--stdio").env("HOME", &home.0);
         let mut s = StdioServer::start_with(&mut cmd);
         let v = run(&mut s, ".venv/bin/python from-the-venv");
         assert_eq!(v["stdout"], "from-the-venv\n", "{tier:?}: {v}");
         for refused in [
-            "env/bin/python from-the-secrets",
-            "cat token-link",
-            &format!("cat {}", secrets.join("token").display()),
+            "env/bin/python from-the-secrets".to_owned(),
+            "cat token-link".to_owned(),
+            format!("cat {}", secrets.join("token").display()),
+            format!("cat {}", prefix.join("token").display()),
+            format!("cat {}", other.join("lib/python3.11/os.py").display()),
         ] {
             let r = s.request(&call(
                 2,
@@ -1116,4 +1138,5 @@ fn a_workspace_venv_runs_its_base_interpreter_in_both_tiers() {
             );
         }
     }
+    let _ = std::fs::remove_dir_all(&base);
 }
