@@ -779,7 +779,7 @@ impl Inner {
             let runtime: Vec<&Path> = self.dirs.as_ref().map(|d| d.root()).into_iter().collect();
             crate::roots::add_workspace_venvs(
                 &mut toolchains,
-                self.workspace.root(),
+                &self.workspace,
                 &self.inherited_env,
                 &runtime,
             );

@@ -300,10 +300,11 @@ const SHARED_DIRS: [&str; 5] = ["/tmp", "/var/tmp", "/dev/shm", "/run", "/var/lo
 ///   `libpython3*` files beside it — not the rest of the prefix.
 pub fn add_workspace_venvs(
     t: &mut Toolchains,
-    workspace: &Path,
+    ws: &ctm_workspace_fs::Workspace,
     env: &[(String, String)],
     also_not: &[&Path],
 ) {
+    let workspace = ws.root();
     let Some(home) = get(env, "HOME")
         .map(PathBuf::from)
         .or_else(account_home)
@@ -312,6 +313,10 @@ pub fn add_workspace_venvs(
         return;
     };
     for name in WORKSPACE_VENVS {
+        // Its `pyvenv.cfg` beneath the workspace, not through a link out.
+        if ws.resolve_beneath(&format!("{name}/pyvenv.cfg")).is_err() {
+            continue;
+        }
         let venv = workspace.join(name);
         let Some(prefix) = base_interpreter_prefix(&venv) else {
             continue;

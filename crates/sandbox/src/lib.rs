@@ -27,8 +27,9 @@
 //! // the sandbox's.
 //! ctm_sandbox::enter_if_requested();
 //! let support = ctm_sandbox::namespace::support();
-//! println!("namespace tier: {}", support.available());
-//! println!("Landlock ABI: {}", ctm_sandbox::confine::support().abi);
+//! // stderr: the host may speak a protocol on stdout.
+//! eprintln!("namespace tier: {}", support.available());
+//! eprintln!("Landlock ABI: {}", ctm_sandbox::confine::support().abi);
 //! ```
 
 #![deny(missing_docs)]

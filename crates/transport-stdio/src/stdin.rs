@@ -37,14 +37,13 @@ impl EarlyStdin {
             .name("ctm-stdin".into())
             .spawn(move || {
                 let mut stdin = std::io::stdin().lock();
+                // One buffer read into; each chunk sent is as long as what
+                // was read (a request line, not 64 KiB).
+                let mut buf = vec![0u8; CHUNK];
                 loop {
-                    let mut buf = vec![0u8; CHUNK];
                     let got = match stdin.read(&mut buf) {
                         Ok(0) => return,
-                        Ok(n) => {
-                            buf.truncate(n);
-                            Ok(buf)
-                        }
+                        Ok(n) => Ok(buf[..n].to_vec()),
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Err(e) => Err(e),
                     };

@@ -1108,6 +1108,18 @@ fn a_workspace_venv_runs_its_base_interpreter_in_both_tiers() {
     // One naming a Python installation its `python` does not run.
     let other = python_prefix("other");
     venv_naming("venv", &other.join("bin"), Path::new("/bin/echo"));
+    // One that is a link out of the workspace, to an environment elsewhere.
+    let linked = python_prefix("linked");
+    let elsewhere = base.join("elsewhere-venv");
+    std::fs::create_dir_all(elsewhere.join("bin")).unwrap();
+    std::os::unix::fs::symlink(linked.join("bin/python3.11"), elsewhere.join("bin/python"))
+        .unwrap();
+    std::fs::write(
+        elsewhere.join("pyvenv.cfg"),
+        format!("home = {}\n", linked.join("bin").display()),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&elsewhere, l.ws.join(".env")).unwrap();
     std::os::unix::fs::symlink(secrets.join("token"), l.ws.join("token-link")).unwrap();
     for tier in [&[][..], LANDLOCK_TIER] {
         let mut cmd = command(&l.ws, tier);
@@ -1121,6 +1133,7 @@ fn a_workspace_venv_runs_its_base_interpreter_in_both_tiers() {
             format!("cat {}", secrets.join("token").display()),
             format!("cat {}", prefix.join("token").display()),
             format!("cat {}", other.join("lib/python3.11/os.py").display()),
+            format!("cat {}", linked.join("lib/python3.11/os.py").display()),
         ] {
             let r = s.request(&call(
                 2,
