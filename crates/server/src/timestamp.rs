@@ -1,5 +1,6 @@
 //! The one calendar of the server: every date it writes is RFC 3339.
 
+use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// RFC 3339 of a Unix time (`secs`, plus `micros`) seen at `offset_secs`
@@ -21,19 +22,21 @@ pub fn rfc3339(secs: i64, micros: u32, offset_secs: i32) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    let fraction = match micros {
-        0 => String::new(),
-        us => format!(".{us:06}"),
-    };
-    let zone = match offset_secs {
-        0 => "Z".to_owned(),
+    // One allocation: a listing formats one of these per file.
+    let mut out = String::with_capacity(32);
+    let _ = write!(out, "{year:04}-{month:02}-{day:02}T{h:02}:{mi:02}:{s:02}");
+    if micros != 0 {
+        let _ = write!(out, ".{micros:06}");
+    }
+    match offset_secs {
+        0 => out.push('Z'),
         o => {
             let sign = if o < 0 { '-' } else { '+' };
             let off = o.unsigned_abs();
-            format!("{sign}{:02}:{:02}", off / 3600, off % 3600 / 60)
+            let _ = write!(out, "{sign}{:02}:{:02}", off / 3600, off % 3600 / 60);
         }
-    };
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{mi:02}:{s:02}{fraction}{zone}")
+    }
+    out
 }
 
 /// [`rfc3339`] of a system time, in UTC with microseconds.

@@ -444,7 +444,11 @@ pub async fn list_files(ws: &Workspace, args: ListFilesArgs) -> Result<ToolSucce
         ctm_workspace_fs::list_files(ws, p, &req)
     })
     .await?;
-    let mut text: String = l.entries.iter().map(|e| format!("{}\n", e.path)).collect();
+    let mut text = String::with_capacity(l.entries.iter().map(|e| e.path.len() + 1).sum());
+    for e in &l.entries {
+        text.push_str(&e.path);
+        text.push('\n');
+    }
     if l.entries.is_empty() {
         text = "No files matched.\n".into();
     }
