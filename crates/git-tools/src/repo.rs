@@ -96,12 +96,21 @@ impl GitRepo {
     /// operation include a FIFO, socket or device (see [`special_file`]).
     /// Checked at every call: the repository handle is reused.
     pub fn check_special_files(&self) -> Result<(), GitError> {
-        let local = self.local();
+        let local = self.repo.to_thread_local();
         special_file(&[local.git_dir(), local.common_dir()])
     }
 
+    /// The repository for one call. The object database looks at its pack
+    /// directory once, here (packs written since the last call are found),
+    /// and not again during the call: by default gix re-reads the pack
+    /// directory whenever a lookup misses every pack, which an abbreviated
+    /// id of a loose object always does (`git_log` of 50 loose commits read
+    /// it 50 times, a quarter of the call).
     pub(crate) fn local(&self) -> gix::Repository {
-        self.repo.to_thread_local()
+        let mut repo = self.repo.to_thread_local();
+        let _ = repo.has_object(gix::ObjectId::null(repo.object_hash()));
+        repo.objects.refresh_never();
+        repo
     }
 
     /// Repository-relative path of a workspace-relative one (checked by the boundary).

@@ -560,3 +560,46 @@ fn a_fifo_git_reads_never_hangs_a_call_or_the_exit() {
     s.close_stdin();
     assert!(s.wait().success());
 }
+
+/// The repository handle is kept between calls and each call looks at the
+/// pack directory once: history repacked by `git gc` between two calls (the
+/// loose objects gone, the old pack replaced) is read from the new pack.
+#[test]
+fn history_repacked_between_calls_is_found() {
+    let ws = workspace();
+    let d = ws.path();
+    history(d);
+    let mut s = StdioServer::start(d, &[]);
+    let log = |s: &mut StdioServer, id| {
+        let v = sc(&s.request(&call(id, "git_log", json!({"max_count": 50}))));
+        assert_eq!(v["ok"], true, "{v}");
+        v["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["subject"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(log(&mut s, 1).len(), 6);
+    git(d, &["gc", "-q", "--prune=now"]);
+    assert_eq!(log(&mut s, 2).len(), 6);
+    std::fs::write(d.join("f.txt"), "after the pack\n").unwrap();
+    git(d, &["commit", "-qam", "loose"]);
+    assert_eq!(log(&mut s, 3)[0], "loose");
+    git(d, &["gc", "-q", "--prune=now"]);
+    assert!(
+        !d.join(".git/objects")
+            .read_dir()
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().len() == 2),
+        "gc left loose objects"
+    );
+    let subjects = log(&mut s, 4);
+    assert_eq!(subjects.len(), 7, "{subjects:?}");
+    assert_eq!(subjects[0], "loose");
+    let v = sc(&s.request(&call(5, "git_blame", json!({"path": "f.txt"}))));
+    assert_eq!(v["lines"][0]["summary"], "loose", "{v}");
+    let v = sc(&s.request(&call(6, "git_show", json!({"rev": "HEAD~1"}))));
+    assert_eq!(v["ok"], true, "{v}");
+}
