@@ -81,6 +81,8 @@ fn sweep_leftovers(base: &Path, own: &Path) {
     let _ = std::thread::Builder::new()
         .name("ctm-runtime-sweep".into())
         .spawn(move || {
+            // Beside start-up, which a small machine's cores are busy with.
+            crate::background_priority();
             let Ok(entries) = std::fs::read_dir(&base) else {
                 return;
             };

@@ -191,7 +191,32 @@ pub struct ToolSpec {
     /// struct).
     ///
     /// [`tool_result!`]: crate::output::tool_result
-    pub output: Option<fn() -> Value>,
+    pub output: Option<Output>,
+}
+
+/// A tool's result type, as the schemas that describe it.
+#[derive(Clone, Copy)]
+pub struct Output {
+    /// Every field with its whole schema ([`Shape::shape`]).
+    pub shape: fn() -> Value,
+    /// The `outputSchema` of `tools/list` ([`Shape::output_schema`]).
+    pub listed: fn() -> Value,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output").finish_non_exhaustive()
+    }
+}
+
+impl Output {
+    /// The schemas of result type `T`.
+    pub const fn of<T: Shape>() -> Self {
+        Self {
+            shape: T::shape,
+            listed: T::output_schema,
+        }
+    }
 }
 
 /// One property as declared in a [`tool_args!`] struct: the field's
@@ -571,7 +596,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Version, protocols, workspace, tools, auth, policy and limits.",
         annotations: READ_ONLY,
         params: InfoArgs::PARAMS,
-        output: Some(<server_info::ServerInfoResult as Shape>::shape),
+        output: Some(Output::of::<server_info::ServerInfoResult>()),
     },
     ToolSpec {
         tool: Tool::CheckExecEnvironment,
@@ -580,7 +605,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "The policy, gates and sandbox exec_command runs under. Runs nothing.",
         annotations: READ_ONLY,
         params: InfoArgs::PARAMS,
-        output: Some(<exec::CheckExecEnvironmentResult as Shape>::shape),
+        output: Some(Output::of::<exec::CheckExecEnvironmentResult>()),
     },
     ToolSpec {
         tool: Tool::ReadFile,
@@ -589,7 +614,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Read lines of a UTF-8 file (1-based, end_line inclusive). A cut answer names its continuation, e.g. read_file(path=\"a.py\", start_line=201).",
         annotations: READ_ONLY,
         params: ReadFileArgs::PARAMS,
-        output: Some(<files::ReadFileResult as Shape>::shape),
+        output: Some(Output::of::<files::ReadFileResult>()),
     },
     ToolSpec {
         tool: Tool::ListDir,
@@ -598,7 +623,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "List a directory (recursive to max_depth); ignored and hidden entries only when asked.",
         annotations: READ_ONLY,
         params: ListDirArgs::PARAMS,
-        output: Some(<files::ListDirResult as Shape>::shape),
+        output: Some(Output::of::<files::ListDirResult>()),
     },
     ToolSpec {
         tool: Tool::ListFiles,
@@ -607,7 +632,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "List files matching globs, e.g. patterns=[\"**/*.rs\"]; ignored and hidden files only when asked.",
         annotations: READ_ONLY,
         params: ListFilesArgs::PARAMS,
-        output: Some(<files::ListFilesResult as Shape>::shape),
+        output: Some(Output::of::<files::ListFilesResult>()),
     },
     ToolSpec {
         tool: Tool::SearchText,
@@ -616,7 +641,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Search text files for a literal string, or a regex with regex=true.",
         annotations: READ_ONLY,
         params: SearchTextArgs::PARAMS,
-        output: Some(<files::SearchTextResult as Shape>::shape),
+        output: Some(Output::of::<files::SearchTextResult>()),
     },
     ToolSpec {
         tool: Tool::ApplyPatch,
@@ -630,7 +655,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: ApplyPatchArgs::PARAMS,
-        output: Some(<patch::ApplyPatchResult as Shape>::shape),
+        output: Some(Output::of::<patch::ApplyPatchResult>()),
     },
     ToolSpec {
         tool: Tool::ExecCommand,
@@ -644,7 +669,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: true,
         },
         params: ExecCommandArgs::PARAMS,
-        output: Some(<exec::CommandResult as Shape>::shape),
+        output: Some(Output::of::<exec::CommandResult>()),
     },
     ToolSpec {
         tool: Tool::WriteStdin,
@@ -658,7 +683,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: WriteStdinArgs::PARAMS,
-        output: Some(<exec::CommandResult as Shape>::shape),
+        output: Some(Output::of::<exec::CommandResult>()),
     },
     ToolSpec {
         tool: Tool::KillCommand,
@@ -672,7 +697,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: KillCommandArgs::PARAMS,
-        output: Some(<exec::CommandResult as Shape>::shape),
+        output: Some(Output::of::<exec::CommandResult>()),
     },
     ToolSpec {
         tool: Tool::ReadOutput,
@@ -681,7 +706,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Page a command's output by absolute offset. Streams keep a head and a rolling tail; reads in the gap clamp forward. Example: {\"output_ref\":\"command:abc:stdout\",\"offset\":0,\"limit\":4096}.",
         annotations: READ_ONLY,
         params: ReadOutputArgs::PARAMS,
-        output: Some(<exec::ReadOutputResult as Shape>::shape),
+        output: Some(Output::of::<exec::ReadOutputResult>()),
     },
     ToolSpec {
         tool: Tool::GitStatus,
@@ -690,7 +715,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Staged, unstaged and untracked changes; branch and ahead/behind. Runs no hooks.",
         annotations: READ_ONLY,
         params: GitStatusArgs::PARAMS,
-        output: Some(<git::GitStatusResult as Shape>::shape),
+        output: Some(Output::of::<git::GitStatusResult>()),
     },
     ToolSpec {
         tool: Tool::GitDiff,
@@ -699,7 +724,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Diff of unstaged and/or staged changes.",
         annotations: READ_ONLY,
         params: GitDiffArgs::PARAMS,
-        output: Some(<git::GitDiffResult as Shape>::shape),
+        output: Some(Output::of::<git::GitDiffResult>()),
     },
     ToolSpec {
         tool: Tool::GitLog,
@@ -708,7 +733,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Commits reachable from ref, newest first, optionally only those touching path.",
         annotations: READ_ONLY,
         params: GitLogArgs::PARAMS,
-        output: Some(<git::GitLogResult as Shape>::shape),
+        output: Some(Output::of::<git::GitLogResult>()),
     },
     ToolSpec {
         tool: Tool::GitShow,
@@ -717,7 +742,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "A commit and its diff, or a file's content at rev when path is a file.",
         annotations: READ_ONLY,
         params: GitShowArgs::PARAMS,
-        output: Some(<git::GitShowResult as Shape>::shape),
+        output: Some(Output::of::<git::GitShowResult>()),
     },
     ToolSpec {
         tool: Tool::GitBlame,
@@ -726,7 +751,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Commit, author and time of each line in a range of a file.",
         annotations: READ_ONLY,
         params: GitBlameArgs::PARAMS,
-        output: Some(<git::GitBlameResult as Shape>::shape),
+        output: Some(Output::of::<git::GitBlameResult>()),
     },
     ToolSpec {
         tool: Tool::RequestPermissions,
@@ -740,7 +765,7 @@ pub const TOOLS: &[ToolSpec] = &[
             open_world: false,
         },
         params: RequestPermissionsArgs::PARAMS,
-        output: Some(<request_permissions::RequestPermissionsResult as Shape>::shape),
+        output: Some(Output::of::<request_permissions::RequestPermissionsResult>()),
     },
     ToolSpec {
         tool: Tool::ViewImage,
@@ -749,7 +774,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "A workspace image (PNG, JPEG, GIF, WebP) as an image block, shrunk to max_width x max_height when auto_resize.",
         annotations: READ_ONLY,
         params: ViewImageArgs::PARAMS,
-        output: Some(<files::ViewImageResult as Shape>::shape),
+        output: Some(Output::of::<files::ViewImageResult>()),
     },
 ];
 
@@ -845,7 +870,7 @@ static APPLY_CHANGES: ToolSpec = ToolSpec {
         open_world: false,
     },
     params: ApplyChangesArgs::PARAMS,
-    output: Some(<changes::ApplyChangesResult as Shape>::shape),
+    output: Some(Output::of::<changes::ApplyChangesResult>()),
 };
 
 /// The input schema of `apply_changes`' `changes`.
@@ -1094,7 +1119,8 @@ impl ToolSpec {
             ),
             (
                 "outputSchema",
-                crate::output::tool_schema(self.output.map(|f| f())),
+                self.output
+                    .map_or_else(|| crate::output::tool_schema(None), |o| (o.listed)()),
             ),
             ("annotations", ann.to_json(self.title)),
         ]);
@@ -1133,6 +1159,32 @@ impl ToolSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The listing's `outputSchema`, made without building the result's
+    /// whole shape, is the reduction of that shape, for every tool of
+    /// every catalog.
+    #[test]
+    fn listed_output_schemas_are_the_reduced_shapes() {
+        let mut checked = 0;
+        for version in [CatalogVersion::V03, CatalogVersion::V05] {
+            let served = Served {
+                view_image: true,
+                version,
+                dangerous: true,
+            };
+            for t in served_tools(served) {
+                let Some(o) = t.output else { continue };
+                assert_eq!(
+                    (o.listed)(),
+                    crate::output::tool_schema(Some((o.shape)())),
+                    "{}",
+                    t.name
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 30, "{checked}");
+    }
 
     /// request_permissions accepts exactly the names refusals produce.
     #[test]

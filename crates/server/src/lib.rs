@@ -435,7 +435,7 @@ pub fn result_schema(tool: &str) -> Option<serde_json::Value> {
         ..catalog::Served::ALL_V03
     })
     .find(|t| t.name == tool)
-    .map(|t| output::full_schema(t.output.map(|f| f())))
+    .map(|t| output::full_schema(t.output.map(|o| (o.shape)())))
 }
 
 /// Validates the `arguments` of a `tools/call` of `tool` exactly as the server

@@ -17,6 +17,19 @@ pub trait Shape {
 
     /// The schema.
     fn shape() -> Value;
+
+    /// [`Self::shape`] reduced to its `type` (an `anyOf`'s types united),
+    /// without what nested objects and arrays hold: what a tool's
+    /// `outputSchema` says of each field. Composite types answer without
+    /// building their whole shape.
+    fn type_only() -> Value {
+        type_only(&Self::shape())
+    }
+
+    /// The `outputSchema` of a tool whose result this is ([`tool_schema`]).
+    fn output_schema() -> Value {
+        tool_schema(Some(Self::shape()))
+    }
 }
 
 macro_rules! shape_of {
@@ -52,6 +65,10 @@ impl<T: Shape> Shape for Vec<T> {
     fn shape() -> Value {
         json_object([("type", "array".into()), ("items", T::shape())])
     }
+
+    fn type_only() -> Value {
+        json_object([("type", "array".into())])
+    }
 }
 
 /// An object of `entries`, each value moved in. (`json!` would copy every
@@ -70,6 +87,10 @@ impl<T: Shape> Shape for Option<T> {
 
     fn shape() -> Value {
         nullable(T::shape())
+    }
+
+    fn type_only() -> Value {
+        nullable(T::type_only())
     }
 }
 
@@ -172,6 +193,21 @@ macro_rules! tool_result {
                     ), )*
                 ])
             }
+
+            fn type_only() -> serde_json::Value {
+                $crate::output::json_object([("type", "object".into())])
+            }
+
+            fn output_schema() -> serde_json::Value {
+                // tool_schema of the whole shape, without building it.
+                $crate::output::output_schema_of(vec![
+                    $( (
+                        $crate::args::field_name(stringify!($field)),
+                        <$ty as $crate::output::Shape>::OPTIONAL $( || $crate::output::skipped($pred) )?,
+                        <$ty as $crate::output::Shape>::type_only as fn() -> serde_json::Value,
+                    ), )*
+                ])
+            }
         }
     };
 }
@@ -205,6 +241,17 @@ pub fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
     format!("{tool}({})", args.join(", "))
 }
 
+/// `ok` and `error`, which every tool's `outputSchema` has.
+fn base_output_properties() -> Map<String, Value> {
+    let mut properties = Map::new();
+    properties.insert("ok".into(), json!({"type": "boolean"}));
+    properties.insert(
+        "error".into(),
+        json!({"type": "object", "required": ["code", "message", "category", "retryable", "details"]}),
+    );
+    properties
+}
+
 /// A tool's `outputSchema` as `tools/list` serves it: `ok`, `error` (with
 /// the fields every failure carries), and the type of each field a success
 /// always carries. Fields a result carries only sometimes (a continuation,
@@ -214,12 +261,7 @@ pub fn call_text(tool: &str, arguments: &Map<String, Value>) -> String {
 /// [`full_schema`] (issue 32: the listing is fetched by every client, and
 /// the complete declarations made it three times the reference's).
 pub fn tool_schema(result: Option<Value>) -> Value {
-    let mut properties = Map::new();
-    properties.insert("ok".into(), json!({"type": "boolean"}));
-    properties.insert(
-        "error".into(),
-        json!({"type": "object", "required": ["code", "message", "category", "retryable", "details"]}),
-    );
+    let mut properties = base_output_properties();
     if let Some(result) = result
         && let (Some(Value::Object(p)), Some(Value::Array(required))) =
             (result.get("properties"), result.get("required"))
@@ -228,6 +270,26 @@ pub fn tool_schema(result: Option<Value>) -> Value {
             if let Some(field) = p.get(name) {
                 properties.insert(name.to_owned(), type_only(field));
             }
+        }
+    }
+    json_object([
+        ("type", "object".into()),
+        ("properties", Value::Object(properties)),
+        ("required", json!(["ok"])),
+    ])
+}
+
+/// A result field as its `outputSchema` sees it: name, whether a success
+/// may leave it out, and its [`Shape::type_only`].
+pub type ListedField = (&'static str, bool, fn() -> Value);
+
+/// [`tool_schema`] of a result of `fields`: the required ones, each by its
+/// type alone.
+pub fn output_schema_of(fields: Vec<ListedField>) -> Value {
+    let mut properties = base_output_properties();
+    for (name, optional, type_of) in fields {
+        if !optional {
+            properties.insert(name.to_owned(), type_of());
         }
     }
     json_object([

@@ -85,6 +85,10 @@ impl Server {
             let _ = std::thread::Builder::new()
                 .name("ctm-instructions".into())
                 .spawn(move || {
+                    // Needed by `initialize`, not by a first `tools/list`:
+                    // on two cores it took the listing's core while the
+                    // listing was being built.
+                    ctm_exec_runtime::background_priority();
                     cell.get_or_init(|| instructions_for(&ws, &context).0);
                 });
         }
