@@ -415,6 +415,8 @@ fn deep_blame(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
     }
     for (repo, how) in [(&packed, "packed"), (&loose, "loose objects")] {
         let mut client = Client::start(binary, repo)?;
+        client.call("server_info", json!({}))?;
+        let idle = status_kib(client.peer.child.id(), "VmRSS:")?;
         let mut other = peer.map(|p| Client::start_peer(p, repo)).transpose()?;
         let name =
             format!("git_blame 200 lines ({BLAME_COMMITS} commits touching the file, {how})");
@@ -425,8 +427,49 @@ fn deep_blame(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
             vec!["blame", "--porcelain", "-L", "1,200", "--", "src/engine.rs"],
         )];
         time_git_ops(&mut client, other.as_mut(), repo, ops, runs)?;
+        // A server started for this repository: its peak is the blame's
+        // (issue 35: at most 64 MiB), and what stays is the caches' rest.
+        let pid = client.peer.child.id();
+        let peak = status_kib(pid, "VmHWM:")? as f64 / 1024.0;
+        match git_peak_mib(repo)? {
+            Some(git) => println!(
+                "| peak server RSS during git_blame ({how}, target 64 MiB) | {peak:.1} MiB | `git blame` peak RSS | {git:.1} MiB | {:.2}x |",
+                peak / git
+            ),
+            None => println!(
+                "| peak server RSS during git_blame ({how}, target 64 MiB) | {peak:.1} MiB | (no /usr/bin/time for git's) | - | - |"
+            ),
+        }
+        rss_after(&client, &format!("git_blame ({how})"), idle)?;
     }
     Ok(())
+}
+
+/// The peak RSS of `git blame` of the same lines in MiB, by GNU time's
+/// `%M` (`None` where `/usr/bin/time` is not GNU time).
+fn git_peak_mib(repo: &Path) -> Result<Option<f64>> {
+    let out = Command::new("/usr/bin/time")
+        .current_dir(repo)
+        .args([
+            "-f",
+            "%M",
+            "git",
+            "blame",
+            "--porcelain",
+            "-L",
+            "1,200",
+            "--",
+        ])
+        .arg("src/engine.rs")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .output();
+    let Ok(out) = out else { return Ok(None) };
+    let kib = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse::<f64>().ok());
+    Ok(kib.map(|k| k / 1024.0))
 }
 
 type GitOp<'a> = (&'a str, &'a str, Value, Vec<&'a str>);
