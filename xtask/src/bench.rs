@@ -52,6 +52,18 @@ pub fn run(args: &[String]) -> Result<()> {
     println!(
         "# cargo xtask bench ({runs} runs per operation, medians; alternating with the reference)\n"
     );
+    // Path lookups slow down as the kernel's dentry cache fills: on this
+    // 2-core VM, with 1.9 million dentries (1.15 million negative, left by
+    // earlier test runs) in a hash table of 131,072 buckets, list_files
+    // and git took twice as long as on a fresh cache, and the tools that
+    // stat every file more than rg and git do. Compare runs on similar
+    // caches (`echo 2 > /proc/sys/vm/drop_caches` empties it).
+    if let Ok(d) = std::fs::read_to_string("/proc/sys/fs/dentry-state") {
+        let f: Vec<&str> = d.split_whitespace().collect();
+        if let (Some(all), Some(negative)) = (f.first(), f.get(4)) {
+            println!("dentry cache: {all} dentries, {negative} negative\n");
+        }
+    }
     println!("| operation | coding-tools-mcp ms | reference | reference ms | ratio |");
     println!("|---|---|---|---|---|");
     let want = |group: &str| only.as_deref().is_none_or(|o| o == group);
@@ -69,7 +81,8 @@ pub fn run(args: &[String]) -> Result<()> {
             .as_deref()
             .map(|p| Client::start_peer(p, &tree))
             .transpose()?;
-        read_pages(&mut client, other.as_mut(), &tree, runs, idle)?;
+        let stdio_ms = read_pages(&mut client, other.as_mut(), &tree, runs, idle)?;
+        read_pages_http(&binary, &tree, runs, stdio_ms)?;
     }
     if want("patch") {
         apply_patch(&binary, runs, peer.as_deref())?;
@@ -1281,7 +1294,8 @@ fn file_tools(binary: &Path, tree: &Path, runs: usize, peer: Option<&str>) -> Re
         &format!("list_files and search_text over the tree ({tree_mib:.0} MiB)"),
         idle,
     )?;
-    read_pages(&mut client, other.as_mut(), tree, runs, idle)
+    let stdio_ms = read_pages(&mut client, other.as_mut(), tree, runs, idle)?;
+    read_pages_http(binary, tree, runs, stdio_ms)
 }
 
 /// `read_file` of a 5 MB file, following continuations with 1 MiB pages,
@@ -1292,7 +1306,7 @@ fn read_pages(
     tree: &Path,
     runs: usize,
     idle: u64,
-) -> Result<()> {
+) -> Result<f64> {
     let read_all = |c: &mut Client| -> Result<(Duration, usize)> {
         let mut total = Duration::ZERO;
         let mut start = 1u64;
@@ -1347,7 +1361,56 @@ fn read_pages(
             median(&mut b),
         );
     }
-    rss_after(client, "the reads", idle)
+    rss_after(client, "the reads", idle)?;
+    Ok(ours)
+}
+
+/// The same paged read of the 5 MB file over HTTP from the same binary,
+/// against the stdio median just measured (issue 35: stdio no slower than
+/// HTTP). Each request on a new connection, timed to its last byte.
+fn read_pages_http(binary: &Path, tree: &Path, runs: usize, stdio_ms: f64) -> Result<()> {
+    let (mut server, url) = crate::conformance::start_http(binary, tree, &[], &[])?;
+    let headers = vec![(
+        "Accept".to_owned(),
+        "application/json, text/event-stream".to_owned(),
+    )];
+    let read_all = || -> Result<Duration> {
+        let mut total = Duration::ZERO;
+        let mut start = 1u64;
+        loop {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "big.txt", "start_line": start, "max_bytes": 1_048_576}}}).to_string();
+            let started = Instant::now();
+            let raw = crate::conformance::http_post_raw(&url, &body, &headers)?;
+            total += started.elapsed();
+            let (status, answer) = crate::conformance::parse_response(&raw)?;
+            let answer = answer.context("no JSON answer")?;
+            if status != 200 || answer["result"]["isError"] != json!(false) {
+                bail!("read_file over HTTP: status {status}, {answer:.300}");
+            }
+            match answer["result"]["structuredContent"]["next_start_line"].as_u64() {
+                Some(n) => start = n,
+                None => break,
+            }
+        }
+        Ok(total)
+    };
+    let result = (|| -> Result<()> {
+        read_all()?;
+        let mut h = Vec::new();
+        for _ in 0..runs {
+            h.push(read_all()?);
+        }
+        row(
+            "read_file 5 MB (1 MiB pages) over stdio, against the same over HTTP (target 1.0x)",
+            stdio_ms,
+            "HTTP",
+            median(&mut h),
+        );
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
 }
 
 /// Bytes of the regular files under `dir` (symbolic links not followed).
