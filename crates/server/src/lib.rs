@@ -80,7 +80,7 @@ pub fn run_command_line() -> ExitCode {
     };
     init_logging();
     // Over stdio the first request is read while the rest of start-up runs.
-    let stdin = if config.stdio {
+    let mut stdin = if config.stdio {
         match ctm_transport_stdio::EarlyStdin::start() {
             Ok(s) => Some(s),
             Err(e) => {
@@ -230,6 +230,11 @@ pub fn run_command_line() -> ExitCode {
         None
     };
     let configured_runtime_root = config.runtime_root.is_some();
+    if let Some(s) = stdin.as_mut()
+        && startup::first_request_needs_no_instructions(s.peek())
+    {
+        startup::instructions_later();
+    }
     let server = Arc::new(Server::new(
         config,
         workspace,

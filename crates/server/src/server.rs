@@ -82,15 +82,21 @@ impl Server {
         {
             let cell = first_instructions.clone();
             let (ws, context) = (workspace.clone(), limits.context.clone());
-            let _ = std::thread::Builder::new()
-                .name("ctm-instructions".into())
-                .spawn(move || {
-                    // Needed by `initialize`, not by a first `tools/list`:
-                    // on two cores it took the listing's core while the
-                    // listing was being built.
-                    ctm_exec_runtime::background_priority();
-                    cell.get_or_init(|| instructions_for(&ws, &context).0);
-                });
+            let job = move || {
+                cell.get_or_init(|| instructions_for(&ws, &context).0);
+            };
+            if crate::startup::instructions_wait() {
+                let _ = crate::startup::after_first_answer("ctm-instructions", job);
+            } else {
+                let _ = std::thread::Builder::new()
+                    .name("ctm-instructions".into())
+                    .spawn(move || {
+                        // Beside the listing, which a first `tools/list`
+                        // waits for: the listing keeps its core.
+                        ctm_exec_runtime::background_priority();
+                        job();
+                    });
+            }
         }
         let runtime_dirs = RuntimeDirs::create(workspace.root(), config.runtime_root.as_deref())
             .map(Arc::new)

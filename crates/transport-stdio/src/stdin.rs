@@ -26,6 +26,9 @@ pub struct EarlyStdin {
     chunks: mpsc::Receiver<std::io::Result<Vec<u8>>>,
     current: Vec<u8>,
     at: usize,
+    /// A read error [`EarlyStdin::peek`] took from the thread, given to
+    /// the next read.
+    failed: Option<std::io::Error>,
 }
 
 impl EarlyStdin {
@@ -58,7 +61,26 @@ impl EarlyStdin {
             chunks: rx,
             current: Vec::new(),
             at: 0,
+            failed: None,
         })
+    }
+
+    /// The bytes read and not yet served, without waiting: empty when the
+    /// client has sent nothing yet. Serving later reads them as usual. A
+    /// host can look at the first request before it serves (the server
+    /// orders its start-up work by what the client asks first).
+    pub fn peek(&mut self) -> &[u8] {
+        if self.at == self.current.len() && self.failed.is_none() {
+            match self.chunks.try_recv() {
+                Ok(Ok(chunk)) => {
+                    self.current = chunk;
+                    self.at = 0;
+                }
+                Ok(Err(e)) => self.failed = Some(e),
+                Err(_) => {}
+            }
+        }
+        &self.current[self.at..]
     }
 }
 
@@ -70,6 +92,9 @@ impl AsyncRead for EarlyStdin {
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
         while this.at == this.current.len() {
+            if let Some(e) = this.failed.take() {
+                return Poll::Ready(Err(e));
+            }
             match this.chunks.poll_recv(cx) {
                 Poll::Pending => return Poll::Pending,
                 // End of input (or the thread ended after an error it sent).

@@ -51,6 +51,34 @@ fn calls_before_initialize_are_served() {
     assert_eq!(r["result"]["structuredContent"]["tool_count"], 18);
 }
 
+/// A first request that is not `initialize` (the server then makes the
+/// workspace's instructions after answering it) loses nothing: sent with
+/// `initialize` in one write, both are answered in order, and the
+/// instructions are those an `initialize`-first client gets.
+#[test]
+fn instructions_made_after_a_first_tools_list_are_the_same() {
+    let ws = workspace();
+    let first = {
+        let mut s = StdioServer::start(ws.path(), &[]);
+        let r = s.request(&init_request(1, "2025-11-25"));
+        r["result"]["instructions"].as_str().unwrap().to_owned()
+    };
+    assert!(first.contains("Run cargo test before you stop."), "{first}");
+    let mut s = StdioServer::start(ws.path(), &[]);
+    let both = format!(
+        "{}\n{}",
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        init_request(2, "2025-11-25")
+    );
+    s.send_raw(&both);
+    let r = s.recv();
+    assert_eq!(r["id"], 1, "{r}");
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 18);
+    let r = s.recv();
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["result"]["instructions"], first.as_str());
+}
+
 #[test]
 fn modern_requests_without_a_handshake() {
     let ws = workspace();
