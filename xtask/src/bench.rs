@@ -972,8 +972,32 @@ fn startup(binary: &Path, runs: usize, peer: Option<&str>) -> Result<()> {
             median(&mut a),
         );
     }
+    // What a real client asks first: `initialize`, whose instructions index
+    // the workspace (built beside start-up when it is asked first).
+    let init = [
+        binary.to_string_lossy().into_owned(),
+        "--stdio".into(),
+        "--workspace".into(),
+    ];
+    let (mut e, mut t) = (Vec::new(), Vec::new());
+    for (ws, out) in [(ws.path(), &mut e), (tree.as_path(), &mut t)] {
+        let mut cmd = init.to_vec();
+        cmd.push(ws.to_string_lossy().into_owned());
+        round_trip_with(&cmd, ws, INITIALIZE)?;
+        for _ in 0..runs {
+            out.push(round_trip_with(&cmd, ws, INITIALIZE)?);
+        }
+    }
+    row(
+        "start-up to first initialize answer (stdio), 49,000-file tree, the default tier",
+        median(&mut t),
+        "same, empty workspace",
+        median(&mut e),
+    );
     Ok(())
 }
+
+const INITIALIZE: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bench\",\"version\":\"1\"}}}\n";
 
 /// A row against the `--peer` server: B/A, how many times longer the peer takes.
 fn peer_row(op: &str, ours: f64, peer: f64) {
@@ -991,6 +1015,11 @@ fn row(op: &str, ours: f64, reference: &str, theirs: f64) {
 }
 
 fn round_trip(cmd: &[String], ws: &Path) -> Result<Duration> {
+    round_trip_with(cmd, ws, TOOLS_LIST)
+}
+
+/// Start to the answer of `request` (one line, id 1).
+fn round_trip_with(cmd: &[String], ws: &Path, request: &[u8]) -> Result<Duration> {
     let (prog, args) = cmd.split_first().context("empty command")?;
     let started = Instant::now();
     let mut child = Command::new(prog)
@@ -1002,7 +1031,7 @@ fn round_trip(cmd: &[String], ws: &Path) -> Result<Duration> {
         .spawn()
         .with_context(|| format!("cannot start {prog}"))?;
     let mut stdin = child.stdin.take().context("stdin")?;
-    stdin.write_all(TOOLS_LIST)?;
+    stdin.write_all(request)?;
     stdin.flush()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
@@ -1010,7 +1039,7 @@ fn round_trip(cmd: &[String], ws: &Path) -> Result<Duration> {
     drop(stdin);
     child.wait()?;
     if !line.contains("\"id\":1") {
-        bail!("{prog} did not answer tools/list: {line:.200}");
+        bail!("{prog} did not answer: {line:.200}");
     }
     Ok(elapsed)
 }
